@@ -1,0 +1,186 @@
+"""Runtime and peak memory of eRAG against end-to-end evaluation (the eRAG paper's §3.2, Table 2).
+
+The reader is a randomly initialized T5 with T5-small's shape (the paper's LLM), greedy decoding,
+over synthetic queries with k documents of w words each. End-to-end evaluation reads each query's
+whole list, either concatenated into one input (IPA) or Fusion-in-Decoder (FiD, the paper's
+setting); eRAG reads each (query, document) pair alone.
+
+Configurations (Table 2):
+- runtime: both sides hold the same number of documents per batch: B queries x k documents for
+  end-to-end, B*k (query, document) pairs for eRAG;
+- memory, query-level: end-to-end batch 1 query, eRAG batch k pairs (one query's documents);
+- memory, document-level: end-to-end batch 1 query, eRAG batch 1 pair.
+
+Memory on CPU is the growth of the process's resident set size during the evaluation: the kernel's
+peak RSS (``VmHWM`` in ``/proc/self/status``), reset to the current RSS through
+``/proc/self/clear_refs`` just before evaluating (after ``malloc_trim`` hands freed heap pages back,
+so that memory cached by the allocator is counted), minus that RSS. Each configuration runs in a
+fresh process after model build and a warm-up call. It counts everything the process touches
+(activations, allocator caches, Python objects), not only tensors; tracemalloc would miss torch's
+allocations. Every output is exactly ``--max-new-tokens`` long (``min_new_tokens``), so that a
+random model's early end-of-sequence does not favour either side.
+
+    python benchmarks/erag.py            # T5-small shape, 8 queries x 50 documents x 100 words
+    python benchmarks/erag.py --d-model 64 --layers 2 --queries 2 --docs 10   # quick look
+"""
+from __future__ import annotations
+
+import argparse
+import ctypes
+import gc
+import json
+import os
+import random
+import subprocess
+import sys
+import time
+
+# This file is named erag.py: drop its folder from the path so that `import erag` finds the package.
+_HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
+
+MODES = ("e2e-concat", "e2e-fid", "erag")
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--queries", type=int, default=8, help="queries for the runtime runs")
+    parser.add_argument("--memory-queries", type=int, default=2, help="queries for the memory runs")
+    parser.add_argument("--docs", type=int, default=50, help="documents per query (k)")
+    parser.add_argument("--doc-words", type=int, default=100, help="words per document")
+    parser.add_argument("--batch-queries", type=int, default=2, help="B of the runtime configuration")
+    parser.add_argument("--d-model", type=int, default=512)
+    parser.add_argument("--d-ff", type=int, default=2048)
+    parser.add_argument("--layers", type=int, default=6, help="encoder and decoder layers each")
+    parser.add_argument("--heads", type=int, default=8)
+    parser.add_argument("--vocab", type=int, default=32000)
+    parser.add_argument("--max-new-tokens", type=int, default=8)
+    parser.add_argument("--threads", type=int, default=2, help="torch CPU threads")
+    parser.add_argument("--child", nargs=3, metavar=("MODE", "BATCH", "QUERIES"), help=argparse.SUPPRESS)
+    return parser.parse_args(argv)
+
+
+def build_reader(args, fusion: str):
+    import torch
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast, T5Config, T5ForConditionalGeneration
+
+    from erag import HFReader
+
+    backend = Tokenizer(models.WordLevel(unk_token="<unk>"))
+    backend.pre_tokenizer = pre_tokenizers.Whitespace()
+    words = [f"w{i}" for i in range(args.vocab)] + "Answer the question using context Question :".split()
+    backend.train_from_iterator([" ".join(words)], trainers.WordLevelTrainer(special_tokens=["<pad>", "</s>", "<unk>"]))
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, pad_token="<pad>", eos_token="</s>", unk_token="<unk>")
+    torch.manual_seed(0)
+    config = T5Config(
+        vocab_size=len(tokenizer), d_model=args.d_model, d_ff=args.d_ff, d_kv=args.d_model // args.heads,
+        num_layers=args.layers, num_heads=args.heads, pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id, decoder_start_token_id=tokenizer.pad_token_id,
+    )
+    model = T5ForConditionalGeneration(config).eval()
+    return HFReader(
+        model, tokenizer, max_new_tokens=args.max_new_tokens, fusion=fusion,
+        generate_kwargs={"min_new_tokens": args.max_new_tokens},
+    )
+
+
+def synthetic_data(args, queries: int):
+    rng = random.Random(0)
+    word = lambda: f"w{rng.randrange(args.vocab)}"  # noqa: E731
+    retrieval = {
+        f"q{i}": {
+            "question": " ".join(word() for _ in range(10)),
+            "documents": [" ".join(word() for _ in range(args.doc_words)) for _ in range(args.docs)],
+        }
+        for i in range(queries)
+    }
+    return retrieval, {qid: [word()] for qid in retrieval}
+
+
+def status_mib(field: str) -> float:
+    """``VmRSS`` (resident now) or ``VmHWM`` (peak resident) of this process, in MiB."""
+    with open("/proc/self/status") as status:
+        line = next(line for line in status if line.startswith(field + ":"))
+    return int(line.split()[1]) / 1024  # kB
+
+
+def reset_peak_rss() -> None:
+    """Return freed heap pages to the OS (glibc), then reset VmHWM to the current RSS."""
+    gc.collect()
+    ctypes.CDLL("libc.so.6").malloc_trim(0)
+    with open("/proc/self/clear_refs", "w") as clear_refs:
+        clear_refs.write("5")  # resets VmHWM to the current RSS (Linux >= 4.0)
+
+
+def child(args) -> None:
+    """One configuration in this fresh process; prints a JSON line."""
+    import torch
+
+    from erag import annotate, end_to_end_scores
+
+    mode, batch, queries = args.child[0], int(args.child[1]), int(args.child[2])
+    torch.set_num_threads(args.threads)
+    reader = build_reader(args, fusion="fid" if mode == "e2e-fid" else "concat")
+    retrieval, expected = synthetic_data(args, queries)
+    if mode == "erag":
+        run = lambda data, gold, size: annotate(data, gold, reader, "em", batch_size=size)  # noqa: E731
+    else:
+        run = lambda data, gold, size: end_to_end_scores(data, gold, reader, "em", batch_size=size)  # noqa: E731
+    with torch.inference_mode():
+        warm = {"w": {"question": "w1", "documents": ["w2"]}}
+        run(warm, {"w": ["w3"]}, 1)
+        reset_peak_rss()
+        before = status_mib("VmRSS")
+        start = time.perf_counter()
+        run(retrieval, expected, batch)
+        seconds = time.perf_counter() - start
+        peak = status_mib("VmHWM")
+    params = sum(p.numel() for p in reader.model.parameters())
+    print(json.dumps({"seconds": seconds, "memory_mib": peak - before, "params": params}))
+
+
+def measure(mode: str, batch: int, queries: int) -> dict:
+    command = [sys.executable, __file__, *sys.argv[1:], "--child", mode, str(batch), str(queries)]
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode:
+        raise RuntimeError(f"{mode} batch {batch} failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main(args) -> None:
+    k, b = args.docs, args.batch_queries
+    runtime = {mode: measure(mode, b * k if mode == "erag" else b, args.queries) for mode in MODES}
+    query_level = {mode: measure(mode, k if mode == "erag" else 1, args.memory_queries) for mode in MODES}
+    document_level = measure("erag", 1, args.memory_queries)
+    params = runtime["erag"]["params"] / 1e6
+    print(
+        f"eRAG vs end-to-end, CPU ({args.threads} threads): random T5 ({params:.1f}M params, d_model {args.d_model}, "
+        f"{args.layers}+{args.layers} layers), k={k} documents x {args.doc_words} words, "
+        f"greedy {args.max_new_tokens} new tokens"
+    )
+    print(f"runtime over {args.queries} queries; memory over {args.memory_queries} queries = peak RSS (VmHWM, "
+          "reset before evaluating) minus the RSS before evaluating, a fresh process per cell\n")
+    cells = [
+        (f"runtime (E2E {b} queries/batch, eRAG {b * k} pairs)", "s", runtime["e2e-concat"]["seconds"],
+         runtime["e2e-fid"]["seconds"], runtime["erag"]["seconds"]),
+        (f"memory query-level (E2E 1 query, eRAG {k} pairs)", "MiB", query_level["e2e-concat"]["memory_mib"],
+         query_level["e2e-fid"]["memory_mib"], query_level["erag"]["memory_mib"]),
+        ("memory document-level (E2E 1 query, eRAG 1 pair)", "MiB", query_level["e2e-concat"]["memory_mib"],
+         query_level["e2e-fid"]["memory_mib"], document_level["memory_mib"]),
+    ]
+    table = [["configuration", "E2E concat", "E2E FiD", "eRAG", "concat/eRAG", "FiD/eRAG"]] + [
+        [label, f"{concat:.1f} {unit}", f"{fid:.1f} {unit}", f"{ours:.1f} {unit}",
+         f"{concat / ours:.2f}x", f"{fid / ours:.2f}x"]
+        for label, unit, concat, fid, ours in cells
+    ]
+    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
+    for index, row in enumerate(table):
+        print("| " + " | ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths))) + " |")
+        if index == 0:
+            print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
+
+
+if __name__ == "__main__":
+    arguments = parse_args()
+    child(arguments) if arguments.child else main(arguments)

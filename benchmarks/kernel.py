@@ -1,0 +1,182 @@
+"""Time and peak memory of log p_true, log p_false, forward + backward (issue 4; DESIGN.md "kernels/").
+
+    python benchmarks/kernel.py                        # CUDA: N in {1280, 5120}, V = 32128, d in {768, 1024}
+    python benchmarks/kernel.py --device cpu --small   # CPU: tiny shapes, eager vs the reference
+
+Two tables. "loss": from bf16 logits [N, V], the part issue 4 is about; it is memory-bound, so it
+reports effective GB/s = 3 N V bytes-per-element / time (read logits forward, read them backward,
+write their gradient) against the device's memory bandwidth. "LM head + loss": from hidden [N, d]
+and the LM-head weight [V, d]; it is matmul-bound, so it reports TFLOP/s of the 6 N V d useful
+flops (logits, grad hidden, grad weight). Errors are against the float32 reference; peak
+memory (above the inputs, gradients included) is measured on CUDA only.
+"""
+import argparse
+import statistics
+import time
+
+import torch
+
+import kernels
+from kernels import reference
+
+# Peak HBM bandwidth, TB/s, matched against torch.cuda.get_device_name() in this order.
+BANDWIDTH_TBS = [("H200", 4.8), ("H100", 3.35)]  # H100 = SXM; pass --bandwidth for PCIe/NVL
+TRUE_ID, FALSE_ID = 1176, 6136  # any two ids; these are "true" and "false" in T5's vocabulary
+
+
+def eager_loss(logits):
+    """What one writes without this package: a full fp32 log-softmax, then two columns."""
+    log_p = torch.log_softmax(logits.float(), dim=-1)
+    return log_p[:, TRUE_ID], log_p[:, FALSE_ID]
+
+
+def loss_methods(device):
+    triton = lambda z: kernels.true_false_logprobs(z, TRUE_ID, FALSE_ID, backend="triton")
+    ref = lambda z: kernels.true_false_logprobs(z, TRUE_ID, FALSE_ID, backend="reference")
+    if device.type == "cpu":
+        return {"eager": eager_loss, "reference": ref}
+    return {"eager": eager_loss, "torch.compile": torch.compile(eager_loss, dynamic=False), "triton": triton}
+
+
+def lm_head_methods(device, scale):
+    def eager_lm_head(h, w):
+        return eager_loss((scale * h) @ w.T)
+
+    def from_logits(backend):
+        return lambda h, w: kernels.true_false_logprobs((scale * h) @ w.T, TRUE_ID, FALSE_ID, backend=backend)
+
+    def fused(backend):
+        return lambda h, w: kernels.fused_true_false_logprobs(h, w, TRUE_ID, FALSE_ID, scale, backend=backend)
+
+    if device.type == "cpu":
+        return {
+            "eager": eager_lm_head,
+            "reference, from logits": from_logits("reference"),
+            "reference, fused": fused("reference"),
+        }
+    return {
+        "eager": eager_lm_head,
+        "torch.compile": torch.compile(eager_lm_head, dynamic=False),
+        "triton, from logits": from_logits("triton"),
+        "triton, fused": fused("triton"),
+    }
+
+
+def measure(fn, inputs, upstream, device, reps):
+    """(median ms, peak MiB above the inputs or None on CPU, [log p_t, log p_f, *input grads])."""
+
+    def step():
+        for x in inputs:
+            x.grad = None
+        outputs = fn(*inputs)
+        torch.autograd.backward(outputs, upstream)
+        return outputs
+
+    for _ in range(3):  # warmup; torch.compile compiles here
+        step()
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+        starts, ends = ([torch.cuda.Event(enable_timing=True) for _ in range(reps)] for _ in range(2))
+        for start, end in zip(starts, ends):
+            start.record()
+            step()
+            end.record()
+        torch.cuda.synchronize()
+        times = [s.elapsed_time(e) for s, e in zip(starts, ends)]
+        for x in inputs:
+            x.grad = None
+        base = torch.cuda.memory_allocated()
+        torch.cuda.reset_peak_memory_stats()
+        outputs = step()
+        torch.cuda.synchronize()
+        peak = (torch.cuda.max_memory_allocated() - base) / 2**20
+    else:
+        times = []
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            outputs = step()
+            times.append((time.perf_counter() - t0) * 1e3)
+        peak = None
+    return statistics.median(times), peak, [o.detach() for o in outputs] + [x.grad for x in inputs]
+
+
+def errors(got, want):
+    """max |log p - oracle| and max |grad - oracle| / max |oracle grad|."""
+    diffs = [(x.float() - y.float()).abs().max().item() for x, y in zip(got, want)]
+    scales = [y.float().abs().max().item() for y in want[2:]]
+    return max(diffs[:2]), max(d / s for d, s in zip(diffs[2:], scales))
+
+
+def oracle(fn, inputs, upstream):
+    inputs = [x.detach().clone().requires_grad_() for x in inputs]
+    outputs = fn(*inputs)
+    torch.autograd.backward(outputs, upstream)
+    return [o.detach() for o in outputs] + [x.grad for x in inputs]
+
+
+def run(name, methods, inputs, upstream, want, device, reps, extra):
+    """Print one row per method; a method that fails (a torch.compile error, say) prints why."""
+    for method, fn in methods.items():
+        try:
+            ms, peak, got = measure(fn, inputs, upstream, device, reps)
+        except Exception as e:  # keep benchmarking the others
+            print(f"| {name} | {method} | failed: {type(e).__name__}: {str(e).splitlines()[0][:80]} |")
+            continue
+        d_logp, d_grad = errors(got, want)
+        mem = f"{peak:.0f}" if peak is not None else "-"
+        print(f"| {name} | {method} | {ms:.3f} | {mem} | {extra(ms)} | {d_logp:.1e} | {d_grad:.1e} |")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--small", action="store_true", help="tiny shapes (N in {16, 64}, d in {64, 128})")
+    parser.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16", "float32"])
+    parser.add_argument("--vocab", type=int, default=32128)
+    parser.add_argument("--bandwidth", type=float, help="device memory bandwidth in TB/s (default: looked up)")
+    parser.add_argument("--reps", type=int, help="timed steps after 3 warmup ones (default: 20 CUDA, 3 CPU)")
+    args = parser.parse_args()
+
+    device, dtype, V = torch.device(args.device), getattr(torch, args.dtype), args.vocab
+    reps = args.reps or (20 if device.type == "cuda" else 3)
+    ns, ds = ([16, 64], [64, 128]) if args.small else ([1280, 5120], [768, 1024])
+    bandwidth = args.bandwidth
+    if device.type == "cuda":
+        name = torch.cuda.get_device_name(device)
+        bandwidth = bandwidth or next((tbs for key, tbs in BANDWIDTH_TBS if key in name), None)
+        print(f"device: {name}, {bandwidth or '?'} TB/s; torch {torch.__version__}; {args.dtype}; V = {V}\n")
+    else:
+        print(f"device: cpu ({torch.get_num_threads()} threads); torch {torch.__version__}; {args.dtype}; V = {V}\n")
+    gen = torch.Generator(device).manual_seed(0)
+    rand = lambda *shape: torch.randn(*shape, generator=gen, device=device)
+
+    print("loss from logits [N, V], forward + backward")
+    print("| N | method | ms | peak MiB | GB/s (% of peak) | max Δ log p | max Δ grad (rel) |")
+    print("|---|---|---|---|---|---|---|")
+    for N in ns:
+        logits = (3 * rand(N, V)).to(dtype).requires_grad_()
+        upstream = (rand(N), rand(N))
+        want = oracle(lambda z: reference.true_false_logprobs(z, TRUE_ID, FALSE_ID), [logits], upstream)
+
+        def gbps(ms, N=N):
+            rate = 3 * N * V * logits.element_size() / ms / 1e6
+            return f"{rate:.3g} ({100 * rate / 1e3 / bandwidth:.0f}%)" if bandwidth else f"{rate:.3g}"
+
+        run(N, loss_methods(device), [logits], upstream, want, device, reps, gbps)
+
+    print("\nLM head + loss from hidden [N, d] and weight [V, d], forward + backward")
+    print("| N, d | method | ms | peak MiB | TFLOP/s | max Δ log p | max Δ grad (rel) |")
+    print("|---|---|---|---|---|---|---|")
+    for N in ns:
+        for d in ds:
+            hidden = rand(N, d).to(dtype).requires_grad_()
+            weight = rand(V, d).to(dtype).requires_grad_()
+            upstream, scale = (rand(N), rand(N)), d**-0.5
+            exact = lambda h, w, scale=scale: reference.fused_true_false_logprobs(h, w, TRUE_ID, FALSE_ID, scale)
+            want = oracle(exact, [hidden, weight], upstream)
+            tflops = lambda ms, N=N, d=d: f"{6 * N * V * d / ms / 1e9:.3g}"
+            run(f"{N}, {d}", lm_head_methods(device, scale), [hidden, weight], upstream, want, device, reps, tflops)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,135 @@
+"""The EoR evaluation loop: run the pool, learn (or load) the voter's weights, report EM/F1 and
+MRLR before and after adding EoR (table 1)."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from eor.analysis import mrlr, oracle_upper_bound, rwr_matrix
+from eor.learning import SearchConfig, learn_weights
+from eor.plots import plot_boxplot, plot_heatmap
+from eor.reader import Reader, read_pool
+from eor.retrievers.base import Retriever
+from eor.similarity import Similarity, build_metric, exact_match, similarity_tensor, token_f1
+from eor.voter import Voter, VoterWeights
+
+
+@dataclass
+class EoRConfig:
+    """Settings of `evaluate_eor`.
+
+    metrics: similarity metrics of eq. 6 as specs: "em", "f1", "bertscore:PATH",
+        "embedding:PATH" (sentence-transformers or HF encoder) or "nli:PATH".
+    train_fraction: share of the questions used to learn the weights; the rest is the test split.
+    seed: seed of the train/test shuffle.
+    weights: a weights JSON saved by an earlier run; when set, nothing is learned and every
+        question is a test question.
+    save_weights: where to write the learned weights (JSON), if anywhere.
+    batch_size: questions per reader call.
+    plots_dir: where to write rwr_heatmap.png and upper_bound.png, if anywhere.
+    search: the Nelder-Mead weight search (paper defaults: bound 0.6, threshold 0.1, mean pooling).
+    """
+
+    metrics: list[str] = field(default_factory=lambda: ["em", "f1"])
+    train_fraction: float = 0.5
+    seed: int = 0
+    weights: str | None = None
+    save_weights: str | None = None
+    batch_size: int = 16
+    plots_dir: str | None = None
+    search: SearchConfig = field(default_factory=SearchConfig)
+
+
+@dataclass
+class EoRReport:
+    """Test-split results. retriever_em/f1 and mrlr_* are keyed by retriever name; mrlr_with_eor
+    adds the key "EoR". Scores are percentages, MRLR values fractions."""
+
+    retriever_em: dict[str, float]
+    retriever_f1: dict[str, float]
+    eor_em: float
+    eor_f1: float
+    mrlr_pool: dict[str, float]
+    mrlr_with_eor: dict[str, float]
+    weights: VoterWeights
+    train_accuracy: float | None
+    num_train: int
+    num_test: int
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def table(self) -> str:
+        """A markdown table: one row per retriever and one for EoR."""
+        lines = ["| retriever | EM | F1 | MRLR (pool) | MRLR (pool + EoR) | w^r |", "|---|---|---|---|---|---|"]
+        for name in self.retriever_em:
+            lines.append(
+                f"| {name} | {self.retriever_em[name]:.2f} | {self.retriever_f1[name]:.2f} | "
+                f"{self.mrlr_pool[name]:.4f} | {self.mrlr_with_eor[name]:.4f} | {self.weights.retrievers[name]:.3f} |"
+            )
+        lines.append(f"| EoR | {self.eor_em:.2f} | {self.eor_f1:.2f} | | {self.mrlr_with_eor['EoR']:.4f} | |")
+        return "\n".join(lines)
+
+
+def evaluate_eor(
+    questions: Sequence[str],
+    gold_answers: Sequence[Sequence[str]],
+    retrievers: Sequence[Retriever],
+    reader: Reader,
+    config: EoRConfig = EoRConfig(),
+    metrics: Sequence[Similarity] | None = None,
+) -> EoRReport:
+    """Answer every question with every retriever, learn EoR's weights on the train split (or load
+    them), and score each retriever and EoR on the test split. `metrics` overrides `config.metrics`
+    with metric objects. Correctness is exact match with any gold answer."""
+    if len(questions) != len(gold_answers):
+        raise ValueError(f"{len(questions)} questions but {len(gold_answers)} gold answer lists")
+    pool = read_pool(retrievers, reader, questions, config.batch_size)
+    metrics = list(metrics) if metrics is not None else [build_metric(spec) for spec in config.metrics]
+    em = np.array([[max(exact_match(a, g) for g in gold) for a, gold in zip(row, gold_answers)] for row in pool.answers])
+    f1 = np.array([[max(token_f1(a, g) for g in gold) for a, gold in zip(row, gold_answers)] for row in pool.answers])
+    sim = similarity_tensor(pool.answers, metrics)
+
+    order = np.random.default_rng(config.seed).permutation(len(questions))
+    if config.weights:
+        weights, train_accuracy, train, test = VoterWeights.load(config.weights), None, order[:0], np.sort(order)
+        if list(weights.retrievers) != pool.names:
+            raise ValueError(f"weights are for retrievers {list(weights.retrievers)}, the pool is {pool.names}")
+    else:
+        num_train = round(config.train_fraction * len(questions))
+        train, test = np.sort(order[:num_train]), np.sort(order[num_train:])
+        if not len(train) or not len(test):
+            raise ValueError(f"train_fraction {config.train_fraction} leaves an empty split of {len(questions)} questions")
+        weights, train_accuracy = learn_weights(
+            sim[torch.as_tensor(train)], em[:, train] > 0, [m.name for m in metrics], pool.names, config.search
+        )
+        if config.save_weights:
+            weights.save(config.save_weights)
+
+    chosen = Voter(metrics, weights).select(sim[torch.as_tensor(test)]).numpy()
+    eor_em, eor_f1 = em[chosen, test], f1[chosen, test]
+    correct = em[:, test] > 0
+    with_eor = np.vstack([correct, eor_em[None] > 0])
+    if config.plots_dir:
+        plot_heatmap(rwr_matrix(with_eor), [*pool.names, "EoR"], Path(config.plots_dir) / "rwr_heatmap.png", "RWR (eq. 1)")
+        plot_boxplot(
+            {str(k): 100 * v for k, v in oracle_upper_bound(correct, max_combinations=500, seed=config.seed).items()},
+            Path(config.plots_dir) / "upper_bound.png", "Oracle upper bound by pool size", "EM (%)",
+            reference=100 * correct.mean(1).max(),
+        )
+    return EoRReport(
+        retriever_em=dict(zip(pool.names, (100 * em[:, test].mean(1)).tolist())),
+        retriever_f1=dict(zip(pool.names, (100 * f1[:, test].mean(1)).tolist())),
+        eor_em=float(100 * eor_em.mean()),
+        eor_f1=float(100 * eor_f1.mean()),
+        mrlr_pool=dict(zip(pool.names, mrlr(correct).tolist())),
+        mrlr_with_eor=dict(zip([*pool.names, "EoR"], mrlr(with_eor).tolist())),
+        weights=weights,
+        train_accuracy=train_accuracy,
+        num_train=len(train),
+        num_test=len(test),
+    )

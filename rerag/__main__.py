@@ -1,0 +1,3 @@
+from rerag.cli import main
+
+main()

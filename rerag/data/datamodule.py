@@ -1,0 +1,165 @@
+"""RERAGDataModule: FiD-format files in, [B, K] tokenized (question, context) pairs out.
+
+Training batches hold the top `n_train_contexts` contexts of each question, tokenized for the
+RE and for the generator, and one gold answer sampled per question and epoch. Evaluation
+batches hold up to `n_eval_contexts` contexts per question, flattened, with their counts.
+With `demo` set, `prepare_data` writes the synthetic world into `data_dir` first.
+"""
+from __future__ import annotations
+
+import random
+from functools import partial
+from pathlib import Path
+
+import lightning as L
+import torch
+from torch.utils.data import DataLoader, Dataset, Sampler
+
+from rerag.data.dataset import load_fid_dataset
+from rerag.data.inputs import DEFAULT_TEMPLATE, format_pairs
+from rerag.data.synthetic import WorldConfig, write_world
+from rerag.models.loading import load_tokenizer
+
+
+class _Questions(Dataset):
+    """Records of one split; `epoch` seeds the training answer sample, so a resumed run draws
+    the same answers as an uninterrupted one."""
+
+    def __init__(self, records, seed: int):
+        self.records, self.seed, self.epoch = records, seed, 0
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def __getitem__(self, i: int) -> dict:
+        record = dict(self.records[i])
+        record["target"] = random.Random(f"{self.seed}:{self.epoch}:{i}").choice(record["answers"]) \
+            if record["answers"] else ""
+        return record
+
+
+class EpochShuffleSampler(Sampler[int]):
+    """A new permutation each epoch from (seed, epoch): reproducible across resumes."""
+
+    def __init__(self, dataset: _Questions, seed: int):
+        self.dataset, self.seed, self.epoch = dataset, seed, 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = self.dataset.epoch = epoch
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def __iter__(self):
+        g = torch.Generator().manual_seed(self.seed * 100_003 + self.epoch)
+        return iter(torch.randperm(len(self.dataset), generator=g).tolist())
+
+
+class RERAGDataModule(L.LightningDataModule):
+    def __init__(
+        self,
+        train_file: str | None = None,
+        val_file: str | None = None,
+        test_file: str | None = None,
+        predict_file: str | None = None,
+        re_tokenizer: str = "t5-base",
+        generator_tokenizer: str = "t5-base",
+        re_template: str = DEFAULT_TEMPLATE,
+        generator_template: str = DEFAULT_TEMPLATE,
+        re_max_length: int = 256,
+        generator_max_length: int = 256,
+        max_answer_length: int = 16,
+        n_train_contexts: int = 20,
+        n_eval_contexts: int = 100,
+        batch_size: int = 4,
+        eval_batch_size: int = 4,
+        num_workers: int = 0,
+        seed: int = 0,
+        demo: WorldConfig | None = None,
+        data_dir: str = "data/demo",
+        skip_invalid: bool = False,
+    ):
+        super().__init__()
+        self.save_hyperparameters()
+        self.demo = WorldConfig(**demo) if isinstance(demo, dict) else demo
+        if demo is not None:  # the synthetic world's files, written by prepare_data
+            for split in ("train", "val", "test"):
+                setattr(self, f"{split}_file", str(Path(data_dir) / f"{'dev' if split == 'val' else split}.jsonl"))
+            self.predict_file = predict_file or self.test_file
+        else:
+            self.train_file, self.val_file, self.test_file = train_file, val_file, test_file
+            self.predict_file = predict_file
+        self._splits: dict[str, _Questions] = {}
+
+    def prepare_data(self) -> None:
+        demo = self.demo
+        if demo is not None and not all(Path(f).is_file() for f in (self.train_file, self.val_file, self.test_file)):
+            write_world(self.hparams.data_dir, demo)
+
+    def setup(self, stage: str) -> None:
+        self.re_tok = load_tokenizer(self.hparams.re_tokenizer)
+        self.gen_tok = load_tokenizer(self.hparams.generator_tokenizer)
+        wanted = {"fit": ["train", "val"], "validate": ["val"], "test": ["test"], "predict": ["predict"]}[stage]
+        for split in wanted:
+            path = getattr(self, f"{split}_file")
+            if path is None:
+                raise ValueError(f"stage '{stage}' needs data.{split}_file")
+            records = load_fid_dataset(path, require_answers=split != "predict",
+                                       skip_invalid=self.hparams.skip_invalid)
+            if split == "train":
+                k = self.hparams.n_train_contexts
+                for r in records.select_columns(["id", "ctxs"]):
+                    if len(r["ctxs"]) < k:
+                        raise ValueError(f"{path}: record id {r['id']}: field 'ctxs': has {len(r['ctxs'])} "
+                                         f"contexts, training needs n_train_contexts={k}")
+            self._splits[split] = _Questions(records, self.hparams.seed)
+
+    def _tokenize(self, tokenizer, template: str, max_length: int, questions, contexts) -> dict:
+        enc = tokenizer(format_pairs(template, questions, contexts), max_length=max_length,
+                        truncation=True, padding=True, return_tensors="pt")
+        return {"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"]}
+
+    def _collate(self, records: list[dict], k: int) -> dict:
+        hp = self.hparams
+        ctxs = [r["ctxs"][:k] for r in records]
+        questions = [r["question"] for r, cs in zip(records, ctxs) for _ in cs]
+        flat = [c for cs in ctxs for c in cs]
+        answers = self.gen_tok([r["target"] for r in records], max_length=hp.max_answer_length,
+                               truncation=True, padding=True, return_tensors="pt")
+        return {
+            "ids": [r["id"] for r in records],
+            "questions": [r["question"] for r in records],
+            "answers": [r["answers"] for r in records],
+            "contexts": ctxs,
+            "n_contexts": torch.tensor([len(cs) for cs in ctxs]),
+            "re": self._tokenize(self.re_tok, hp.re_template, hp.re_max_length, questions, flat),
+            "gen": self._tokenize(self.gen_tok, hp.generator_template, hp.generator_max_length, questions, flat),
+            "labels": answers["input_ids"].masked_fill(answers["attention_mask"] == 0, -100),
+            "retriever_scores": torch.tensor([c["score"] for c in flat], dtype=torch.float32),
+            "has_answer": torch.tensor([c["has_answer"] for c in flat], dtype=torch.bool),
+        }
+
+    def _loader(self, split: str, shuffle: bool) -> DataLoader:
+        hp = self.hparams
+        data = self._splits[split]
+        k = hp.n_train_contexts if split == "train" else hp.n_eval_contexts
+        return DataLoader(
+            data,
+            batch_size=hp.batch_size if split == "train" else hp.eval_batch_size,
+            sampler=EpochShuffleSampler(data, hp.seed) if shuffle else None,
+            collate_fn=partial(self._collate, k=k),
+            num_workers=hp.num_workers,
+            drop_last=split == "train",
+        )
+
+    def train_dataloader(self) -> DataLoader:
+        return self._loader("train", shuffle=True)
+
+    def val_dataloader(self) -> DataLoader:
+        return self._loader("val", shuffle=False)
+
+    def test_dataloader(self) -> DataLoader:
+        return self._loader("test", shuffle=False)
+
+    def predict_dataloader(self) -> DataLoader:
+        return self._loader("predict", shuffle=False)

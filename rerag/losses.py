@@ -1,0 +1,63 @@
+"""The three RE-RAG training losses (section 2.3), each a plain function on [B, K] tensors.
+
+Inputs per question i and context j:
+  s[i, j]   = log p_true - log p_false, the RE's log-odds (eq. 4); P_RE = softmax_j(s) (eq. 5)
+  F[i, j]   = log P_G(a_i | q_i, c_j), the generator's answer log-likelihood (eq. 8)
+  log_p_true, log_p_false under the RE's full-vocabulary softmax (eq. 3, eq. 11)
+"""
+from __future__ import annotations
+
+from typing import Literal
+
+import torch
+import torch.nn.functional as F
+
+
+def marginal_nll(s: torch.Tensor, answer_loglik: torch.Tensor) -> torch.Tensor:
+    """L_gen = -mean_i log sum_j P_RE(i, j) P_G(a_i | q_i, c_j).
+
+    The RAG-sequence marginal likelihood, marginalized inside the log as the released code does
+    (eq. 7 as printed sums outside the log). Gradients reach both the RE (through P_RE) and
+    the generator (through F)."""
+    log_p_re = torch.log_softmax(s.float(), dim=-1)
+    return -torch.logsumexp(log_p_re + answer_loglik.float(), dim=-1).mean()
+
+
+def kl_to_generator(
+    s: torch.Tensor, answer_loglik: torch.Tensor,
+    direction: Literal["generator_to_re", "re_to_generator"] = "generator_to_re",
+) -> torch.Tensor:
+    """L_re: KL between Q_G = softmax_j(F) with F detached (eq. 9) and P_RE (eq. 5), mean over i.
+
+    `generator_to_re` is KL(Q_G || P_RE), the released code's choice; `re_to_generator` is
+    KL(P_RE || Q_G), the direction eq. 10 prints."""
+    log_p_re = torch.log_softmax(s.float(), dim=-1)
+    log_q_g = torch.log_softmax(answer_loglik.detach().float(), dim=-1)
+    if direction == "generator_to_re":
+        kl = F.kl_div(log_p_re, log_q_g, log_target=True, reduction="none")
+    elif direction == "re_to_generator":
+        kl = F.kl_div(log_q_g, log_p_re, log_target=True, reduction="none")
+    else:
+        raise ValueError(f"unknown KL direction {direction!r}")
+    return kl.sum(dim=-1).mean()
+
+
+def off_label_mass(log_p_true: torch.Tensor, log_p_false: torch.Tensor) -> torch.Tensor:
+    """L_tok = mean_ij (1 - p_true - p_false): the RE's probability of any other token (eq. 11)."""
+    return (1.0 - log_p_true.exp() - log_p_false.exp()).mean()
+
+
+def rerag_loss(
+    log_p_true: torch.Tensor, log_p_false: torch.Tensor, answer_loglik: torch.Tensor,
+    alpha_re: float = 1.0, alpha_tok: float = 1.0,
+    kl_direction: Literal["generator_to_re", "re_to_generator"] = "generator_to_re",
+) -> dict[str, torch.Tensor]:
+    """L = L_gen + a1 L_re + a2 L_tok (eq. 12); every term is returned for logging."""
+    s = log_p_true - log_p_false
+    parts = {
+        "loss_gen": marginal_nll(s, answer_loglik),
+        "loss_re": kl_to_generator(s, answer_loglik, kl_direction),
+        "loss_tok": off_label_mass(log_p_true, log_p_false),
+    }
+    parts["loss"] = parts["loss_gen"] + alpha_re * parts["loss_re"] + alpha_tok * parts["loss_tok"]
+    return parts

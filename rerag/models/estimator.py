@@ -1,0 +1,138 @@
+"""The relevance estimator (RE): a seq2seq LM that answers "true" or "false" for a
+(question, context) pair (RE-RAG section 2.2, after MonoT5).
+
+Only the first decoder step matters. Training needs log p_true and log p_false under the
+softmax over the whole vocabulary (eq. 3 and eq. 11), computed by `kernels`. Inference needs
+only s = z_true - z_false (eq. 4), two rows of the LM head, never the [N, V] logits.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+from torch import nn
+from transformers import AutoModelForSeq2SeqLM, PreTrainedModel, PreTrainedTokenizerBase
+
+import kernels
+from rerag.data.inputs import DEFAULT_TEMPLATE, format_pairs
+from rerag.models.loading import load_tokenizer, resolve
+
+CONFIG_FILE = "rerag_estimator.json"
+
+
+def single_token_id(tokenizer: PreTrainedTokenizerBase, word: str) -> int:
+    """The id of `word` as the first decoder token; the word must be one token."""
+    ids = tokenizer(word, add_special_tokens=False).input_ids
+    if len(ids) != 1:
+        raise ValueError(f"the RE's label word {word!r} must be a single token, got ids {ids}")
+    return ids[0]
+
+
+def lm_head_scale(model: PreTrainedModel) -> float:
+    """The factor the model applies to decoder states before its LM head (T5's tied
+    embeddings rescale by d_model ** -0.5)."""
+    cfg = model.config
+    if cfg.model_type in {"t5", "mt5", "umt5", "longt5"}:
+        if getattr(cfg, "scale_decoder_outputs", getattr(cfg, "tie_word_embeddings", False)):
+            return cfg.d_model**-0.5
+    return 1.0
+
+
+class RelevanceEstimator(nn.Module):
+    """Scores contexts for a question; `RE = sigmoid(s)`, `P_RE = softmax_j(s)` (eq. 3-5)."""
+
+    def __init__(
+        self,
+        model: PreTrainedModel,
+        tokenizer: PreTrainedTokenizerBase,
+        true_word: str = "true",
+        false_word: str = "false",
+        template: str = DEFAULT_TEMPLATE,
+        max_length: int = 256,
+    ):
+        super().__init__()
+        self.model, self.tokenizer = model, tokenizer
+        self.true_word, self.false_word = true_word, false_word
+        self.template, self.max_length = template, max_length
+        self.true_id = single_token_id(tokenizer, true_word)
+        self.false_id = single_token_id(tokenizer, false_word)
+
+    def encode(self, questions: list[str], contexts: list[dict | str]) -> dict[str, torch.Tensor]:
+        """Tokenize (question, context) pairs with the input template."""
+        texts = format_pairs(self.template, questions, contexts)
+        return self.tokenizer(texts, max_length=self.max_length, truncation=True,
+                              padding=True, return_tensors="pt")
+
+    def first_step_hidden(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """Decoder state at the first step, as the LM head sees it before the scale: [N, d]."""
+        encoder_out = self.model.get_encoder()(input_ids=input_ids, attention_mask=attention_mask)
+        start = torch.full((input_ids.shape[0], 1), self.model.config.decoder_start_token_id,
+                           dtype=torch.long, device=input_ids.device)
+        decoder_out = self.model.get_decoder()(
+            input_ids=start,
+            encoder_hidden_states=encoder_out.last_hidden_state,
+            encoder_attention_mask=attention_mask,
+        )
+        return decoder_out.last_hidden_state[:, 0]
+
+    def true_false_logprobs(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                            backend: str | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """log p_true, log p_false under the full-vocabulary softmax (float32, [N]).
+
+        On CUDA the fused kernel reads the LM-head weight in chunks and never builds the
+        [N, V] logits; elsewhere the logits go through the eager reference."""
+        hidden = self.first_step_hidden(input_ids, attention_mask)
+        weight = self.model.get_output_embeddings().weight
+        bias = getattr(self.model, "final_logits_bias", None)
+        scale = lm_head_scale(self.model)
+        if hidden.is_cuda and bias is None and backend != "reference":
+            return kernels.fused_true_false_logprobs(hidden, weight, self.true_id, self.false_id,
+                                                     scale=scale, backend=backend)
+        logits = nn.functional.linear(hidden * scale, weight)
+        if bias is not None:
+            logits = logits + bias.view(-1)
+        return kernels.true_false_logprobs(logits, self.true_id, self.false_id, backend=backend)
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """s = z_true - z_false (eq. 4) from two LM-head rows: [N] float32."""
+        hidden = self.first_step_hidden(input_ids, attention_mask).float()
+        weight = self.model.get_output_embeddings().weight
+        row = (weight[self.true_id] - weight[self.false_id]).float() * lm_head_scale(self.model)
+        s = hidden @ row
+        bias = getattr(self.model, "final_logits_bias", None)
+        if bias is not None:
+            s = s + (bias.view(-1)[self.true_id] - bias.view(-1)[self.false_id]).float()
+        return s
+
+    @torch.no_grad()
+    def score(self, question: str, passages: list[dict | str], batch_size: int = 64) -> torch.Tensor:
+        """Log-odds s for each passage of one question. `estimator.score` is a reranker:
+        `(question, passages) -> scores`, as `eor`'s @RR op takes."""
+        device = next(self.parameters()).device
+        out = []
+        for i in range(0, len(passages), batch_size):
+            chunk = passages[i : i + batch_size]
+            enc = self.encode([question] * len(chunk), chunk).to(device)
+            out.append(self(enc["input_ids"], enc["attention_mask"]))
+        return torch.cat(out) if out else torch.empty(0)
+
+    def save_pretrained(self, directory: str | Path) -> None:
+        """Write the model (safetensors), its tokenizer and `rerag_estimator.json`."""
+        directory = Path(directory)
+        self.model.save_pretrained(directory, safe_serialization=True)
+        self.tokenizer.save_pretrained(directory)
+        (directory / CONFIG_FILE).write_text(json.dumps({
+            "true_word": self.true_word, "false_word": self.false_word,
+            "template": self.template, "max_length": self.max_length,
+        }, indent=2))
+
+    @classmethod
+    def from_pretrained(cls, directory: str | Path, trust_remote_code: bool = False, **overrides) -> "RelevanceEstimator":
+        """Load what `save_pretrained` wrote; no Lightning needed, no code run from files."""
+        directory = resolve(str(directory))
+        settings = json.loads((Path(directory) / CONFIG_FILE).read_text())
+        settings.update(overrides)
+        model = AutoModelForSeq2SeqLM.from_pretrained(directory, use_safetensors=True,
+                                                      trust_remote_code=trust_remote_code)
+        return cls(model.eval(), load_tokenizer(directory, trust_remote_code), **settings)

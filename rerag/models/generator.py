@@ -1,0 +1,45 @@
+"""The answer generator: a seq2seq LM that reads one context at a time (RAG-sequence).
+
+`answer_loglik` gives F_ij = log P_G(a_i | q_i, c_j) (eq. 8), the summed token log-likelihood
+of an answer; `generate` writes one answer per (question, context) pair.
+"""
+from __future__ import annotations
+
+import torch
+from torch import nn
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+
+class Generator(nn.Module):
+    def __init__(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase,
+                 max_answer_length: int = 16):
+        super().__init__()
+        self.model, self.tokenizer = model, tokenizer
+        self.max_answer_length = max_answer_length
+
+    def encode_answers(self, answers: list[str]) -> torch.Tensor:
+        """Answer token ids as labels, padding set to -100."""
+        enc = self.tokenizer(answers, max_length=self.max_answer_length, truncation=True,
+                             padding=True, return_tensors="pt")
+        return enc["input_ids"].masked_fill(enc["attention_mask"] == 0, -100)
+
+    def answer_loglik(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                      labels: torch.Tensor) -> torch.Tensor:
+        """F = sum_t log P_G(a_t | a_<t, q, c) for each row: [N] float32."""
+        logits = self.model(input_ids=input_ids, attention_mask=attention_mask, labels=labels).logits
+        token_ll = -nn.functional.cross_entropy(
+            logits.float().transpose(1, 2), labels, ignore_index=-100, reduction="none"
+        )
+        return token_ll.sum(dim=1)
+
+    @torch.no_grad()
+    def generate(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                 num_beams: int = 1) -> tuple[list[str], torch.Tensor]:
+        """One answer per row and its log-likelihood log P_G(y | q, c) (teacher-forced)."""
+        out = self.model.generate(input_ids=input_ids, attention_mask=attention_mask,
+                                  num_beams=num_beams, max_new_tokens=self.max_answer_length,
+                                  do_sample=False)
+        texts = self.tokenizer.batch_decode(out, skip_special_tokens=True)
+        labels = out[:, 1:].clone()  # drop the decoder start token
+        labels[labels == self.tokenizer.pad_token_id] = -100
+        return [t.strip() for t in texts], self.answer_loglik(input_ids, attention_mask, labels)

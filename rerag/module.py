@@ -1,0 +1,138 @@
+"""RERAGModule: joint training of the relevance estimator and the generator (RE-RAG 2.3),
+and RE-reranked, RE-marginalized evaluation (2.2). It orchestrates; the models, losses,
+decoding and metrics it calls live in their own files."""
+from __future__ import annotations
+
+from typing import Literal
+
+import lightning as L
+import torch
+from torchmetrics import MetricCollection
+
+from rerag.data.inputs import DEFAULT_TEMPLATE
+from rerag.decoding import marginalize_answers, top_k_per_question
+from rerag.losses import rerag_loss
+from rerag.metrics import ExactMatch, recall_at_k
+from rerag.models.estimator import RelevanceEstimator
+from rerag.models.generator import Generator
+from rerag.models.loading import ModelSpec, build_seq2seq, load_tokenizer
+
+
+class RERAGModule(L.LightningModule):
+    def __init__(
+        self,
+        estimator: ModelSpec,
+        generator: ModelSpec,
+        re_tokenizer: str = "t5-base",
+        generator_tokenizer: str = "t5-base",
+        re_template: str = DEFAULT_TEMPLATE,
+        re_max_length: int = 256,
+        max_answer_length: int = 16,
+        true_word: str = "true",
+        false_word: str = "false",
+        alpha_re: float = 1.0,
+        alpha_tok: float = 1.0,
+        kl_direction: Literal["generator_to_re", "re_to_generator"] = "generator_to_re",
+        lr: float = 1e-4,
+        weight_decay: float = 1e-3,
+        val_top_k: int = 10,
+        test_top_k: int = 25,
+        num_beams: int = 1,
+        score_batch_size: int = 128,
+        recall_ks: list[int] = [1, 5, 10, 20],
+        kernel_backend: Literal["triton", "reference"] | None = None,
+    ):
+        super().__init__()
+        self.save_hyperparameters()
+        re_tok = load_tokenizer(re_tokenizer, estimator.trust_remote_code)
+        gen_tok = load_tokenizer(generator_tokenizer, generator.trust_remote_code)
+        self.estimator = RelevanceEstimator(build_seq2seq(estimator, re_tok), re_tok, true_word,
+                                            false_word, re_template, re_max_length)
+        self.generator = Generator(build_seq2seq(generator, gen_tok), gen_tok, max_answer_length)
+        self.metrics = torch.nn.ModuleDict({
+            stage: MetricCollection({
+                "em": ExactMatch(), "em_retriever": ExactMatch(),
+                **{f"re_{n}": m for n, m in recall_at_k(recall_ks).items()},
+                **{f"retriever_{n}": m for n, m in recall_at_k(recall_ks).items()},
+            }, prefix=f"{stage}/", compute_groups=False)  # each metric gets its own inputs
+            for stage in ("val", "test")
+        })
+        self._seen_questions = 0
+
+    # ---- training -------------------------------------------------------------------------
+    def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
+        b, k = len(batch["questions"]), int(batch["n_contexts"][0])
+        log_p_true, log_p_false = self.estimator.true_false_logprobs(
+            batch["re"]["input_ids"], batch["re"]["attention_mask"], backend=self.hparams.kernel_backend)
+        labels = batch["labels"].repeat_interleave(k, dim=0)
+        answer_loglik = self.generator.answer_loglik(batch["gen"]["input_ids"], batch["gen"]["attention_mask"], labels)
+        losses = rerag_loss(log_p_true.view(b, k), log_p_false.view(b, k), answer_loglik.view(b, k),
+                            self.hparams.alpha_re, self.hparams.alpha_tok, self.hparams.kl_direction)
+        self.log_dict({f"train/{n}": v for n, v in losses.items()}, prog_bar=True, batch_size=b)
+        return losses["loss"]
+
+    def configure_optimizers(self):
+        # The paper's setup: AdamW, constant learning rate, weight decay 1e-3.
+        return torch.optim.AdamW(self.parameters(), lr=self.hparams.lr, weight_decay=self.hparams.weight_decay)
+
+    # ---- evaluation -----------------------------------------------------------------------
+    def relevance_scores(self, re_inputs: dict) -> torch.Tensor:
+        """The RE's log-odds s for every flattened (question, context) row, in chunks."""
+        ids, mask, n = re_inputs["input_ids"], re_inputs["attention_mask"], self.hparams.score_batch_size
+        return torch.cat([self.estimator(ids[i : i + n], mask[i : i + n]) for i in range(0, len(ids), n)])
+
+    def answer(self, batch: dict, kept: list[torch.Tensor], weights: torch.Tensor) -> list[tuple[str, float]]:
+        """Generate from each kept context and marginalize with softmax(weights) (eq. 6)."""
+        rows = torch.cat(kept)
+        gen = batch["gen"]
+        width = int(gen["attention_mask"][rows].sum(dim=1).max())
+        answers, loglik = self.generator.generate(gen["input_ids"][rows, :width], gen["attention_mask"][rows, :width],
+                                                  num_beams=self.hparams.num_beams)
+        out, start = [], 0
+        for idx in kept:
+            end = start + len(idx)
+            out.append(marginalize_answers(answers[start:end], weights[idx], loglik[start:end]))
+            start = end
+        return out
+
+    def _evaluate(self, batch: dict, stage: str) -> None:
+        counts = batch["n_contexts"]
+        s = self.relevance_scores(batch["re"])
+        top_k = self.hparams.val_top_k if stage == "val" else self.hparams.test_top_k
+        re_kept = top_k_per_question(s, counts, top_k)
+        by_retriever = [torch.arange(start, start + min(n, top_k), device=s.device)
+                        for start, n in zip((torch.cumsum(counts, 0) - counts).tolist(), counts.tolist())]
+        predictions = [a for a, _ in self.answer(batch, re_kept, s)]
+        baseline = [a for a, _ in self.answer(batch, by_retriever, batch["retriever_scores"])]
+        # Question indexes must be unique across batches and processes for the retrieval metrics.
+        q = torch.repeat_interleave(torch.arange(len(counts), device=s.device), counts.to(s.device))
+        q = q + self._seen_questions + self.global_rank * 1_000_000_000
+        self._seen_questions += len(counts)
+        position = -torch.cat([torch.arange(int(n), device=s.device) for n in counts]).float()
+        metrics = self.metrics[stage]
+        for name, metric in metrics.items(keep_base=True):
+            if name == "em":
+                metric.update(predictions, batch["answers"])
+            elif name == "em_retriever":
+                metric.update(baseline, batch["answers"])
+            else:
+                metric.update(s if name.startswith("re_") else position, batch["has_answer"], indexes=q)
+        self.log_dict(metrics, batch_size=len(counts), prog_bar=False)
+
+    def validation_step(self, batch: dict, batch_idx: int) -> None:
+        self._evaluate(batch, "val")
+
+    def test_step(self, batch: dict, batch_idx: int) -> None:
+        self._evaluate(batch, "test")
+
+    def predict_step(self, batch: dict, batch_idx: int) -> list[dict]:
+        """One prediction per question: RE top-k, eq. 6 answer, confidence = max_j RE_ij."""
+        s = self.relevance_scores(batch["re"])
+        kept = top_k_per_question(s, batch["n_contexts"], self.hparams.test_top_k)
+        flat = [c for cs in batch["contexts"] for c in cs]
+        out = []
+        for qid, question, idx, (answer, logp) in zip(batch["ids"], batch["questions"], kept, self.answer(batch, kept, s)):
+            out.append({"id": qid, "question": question, "answer": answer, "answer_logprob": logp,
+                        "confidence": torch.sigmoid(s[idx].max()).item(),
+                        "contexts": [{"id": flat[j]["id"], "re_score": s[j].item()} for j in idx.tolist()]})
+        return out

@@ -1,0 +1,51 @@
+import json
+
+import pytest
+
+from eor import BM25Retriever, EoRConfig, NoRetriever, Registry, evaluate_eor, load_corpus
+
+QUESTIONS = [
+    ("What is the capital of France?", ["Paris"]),
+    ("What is the capital of Germany?", ["Berlin"]),
+    ("What is the capital of Italy?", ["Rome"]),
+    ("What is the capital of Spain?", ["Madrid"]),
+    ("Which is the highest mountain on Earth?", ["Everest", "Mount Everest"]),
+    ("Which river flows north through Africa?", ["Nile", "the Nile"]),
+    ("Which is the largest planet?", ["Jupiter"]),
+    ("Who created the Python programming language?", ["Guido van Rossum"]),
+]
+
+
+def first_word_reader(questions, contexts):
+    """Answers with the first word of the first passage's text, or a guess without passages."""
+    return [c[0].split("\n")[-1].split()[0] if c else "Paris" for c in contexts]
+
+
+@pytest.fixture
+def pool(corpus_path):
+    registry = Registry(bases=[BM25Retriever(load_corpus(corpus_path)), NoRetriever()])
+    return [registry.build(name) for name in ("BM25@1", "BM25@3", "ReFree")]
+
+
+def test_evaluation_learns_weights_and_reports(pool, tmp_path):
+    config = EoRConfig(train_fraction=0.5, save_weights=str(tmp_path / "w.json"), plots_dir=str(tmp_path / "plots"))
+    report = evaluate_eor(*zip(*QUESTIONS), pool, first_word_reader, config)
+    assert (report.num_train, report.num_test) == (4, 4)
+    assert list(report.retriever_em) == ["BM25@1", "BM25@3", "ReFree"] and list(report.mrlr_with_eor)[-1] == "EoR"
+    assert all(0 <= v <= 100 for v in [*report.retriever_em.values(), *report.retriever_f1.values(), report.eor_em])
+    assert report.eor_em >= max(report.retriever_em.values()) - 25  # one test question is worth 25 points
+    assert report.train_accuracy is not None and 0 <= report.train_accuracy <= 1
+    assert json.loads((tmp_path / "w.json").read_text())["retrievers"].keys() == report.retriever_em.keys()
+    assert (tmp_path / "plots" / "rwr_heatmap.png").exists() and (tmp_path / "plots" / "upper_bound.png").exists()
+    assert "| EoR |" in report.table() and report.to_dict()["weights"]["pooling"] == "mean"
+
+    reloaded = evaluate_eor(*zip(*QUESTIONS), pool, first_word_reader, EoRConfig(weights=str(tmp_path / "w.json")))
+    assert (reloaded.num_train, reloaded.num_test, reloaded.train_accuracy) == (0, 8, None)
+    assert reloaded.weights == report.weights
+
+
+def test_evaluation_refuses_bad_inputs(pool):
+    with pytest.raises(ValueError, match="gold answer lists"):
+        evaluate_eor(["q"], [], pool, first_word_reader)
+    with pytest.raises(ValueError, match="empty split"):
+        evaluate_eor(*zip(*QUESTIONS), pool, first_word_reader, EoRConfig(train_fraction=1.0))

@@ -1,0 +1,50 @@
+"""Fixtures for the RE-RAG tests: a tiny synthetic world, a tokenizer trained on it, tiny T5s."""
+from __future__ import annotations
+
+import pytest
+
+from rerag.data.synthetic import WorldConfig, build_world, write_world
+from rerag.data.tokenizer import train_tokenizer
+from rerag.models.loading import ModelSpec
+
+TINY_T5 = dict(model_type="t5", d_model=32, d_ff=64, d_kv=8, num_heads=4, num_layers=1,
+               num_decoder_layers=1, dropout_rate=0.0)
+TINY_WORLD = WorldConfig(seed=1, n_train_people=12, n_dev_people=3, n_test_people=3, n_cities=10,
+                         n_guilds=6, n_train_contexts=4, n_eval_contexts=12)
+
+
+@pytest.fixture
+def tiny_t5():
+    return dict(TINY_T5)
+
+
+@pytest.fixture(scope="session")
+def world_dir(tmp_path_factory):
+    out = tmp_path_factory.mktemp("world")
+    write_world(out, TINY_WORLD)
+    return out
+
+
+@pytest.fixture(scope="session")
+def tokenizer_dir(tmp_path_factory):
+    corpus, questions = build_world(TINY_WORLD)
+    texts = [d["text"] for d in corpus] + [q["question"] for qs in questions.values() for q in qs]
+    out = tmp_path_factory.mktemp("tokenizer")
+    train_tokenizer(texts, vocab_size=600).save_pretrained(str(out))
+    return str(out)
+
+
+@pytest.fixture
+def module_kwargs(tokenizer_dir):
+    return dict(estimator=ModelSpec(config=TINY_T5), generator=ModelSpec(config=TINY_T5),
+                re_tokenizer=tokenizer_dir, generator_tokenizer=tokenizer_dir, re_max_length=64,
+                max_answer_length=8, val_top_k=3, test_top_k=3, recall_ks=[1, 5])
+
+
+@pytest.fixture
+def data_kwargs(world_dir, tokenizer_dir):
+    return dict(train_file=str(world_dir / "train.jsonl"), val_file=str(world_dir / "dev.jsonl"),
+                test_file=str(world_dir / "test.jsonl"), re_tokenizer=tokenizer_dir,
+                generator_tokenizer=tokenizer_dir, re_max_length=64, generator_max_length=64,
+                max_answer_length=8, n_train_contexts=4, n_eval_contexts=12, batch_size=4,
+                eval_batch_size=4)

@@ -1,0 +1,32 @@
+"""Run by test_ddp.py as a script: a 2-process DDP (gloo) fit of tiny models on CPU.
+
+Rank zero writes the synced validation metrics and the final weights for the test to compare
+with a single-process validation. Lightning re-launches this script for rank 1, so it must
+be a file, not `python -c`."""
+import json
+import sys
+
+import lightning as L
+import torch
+
+from rerag.data.datamodule import RERAGDataModule
+from rerag.models.loading import ModelSpec
+from rerag.module import RERAGModule
+
+if __name__ == "__main__":
+    out_dir, world_dir, tokenizer_dir, config = sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4])
+    L.seed_everything(0)
+    module = RERAGModule(ModelSpec(config=config), ModelSpec(config=config), tokenizer_dir, tokenizer_dir,
+                         re_max_length=64, max_answer_length=8, val_top_k=3, test_top_k=3, recall_ks=[1, 5])
+    data = RERAGDataModule(train_file=f"{world_dir}/train.jsonl", val_file=f"{world_dir}/dev.jsonl",
+                           re_tokenizer=tokenizer_dir, generator_tokenizer=tokenizer_dir, re_max_length=64,
+                           generator_max_length=64, max_answer_length=8, n_train_contexts=4,
+                           n_eval_contexts=12, batch_size=2, eval_batch_size=2)
+    trainer = L.Trainer(accelerator="cpu", devices=2, strategy="ddp", max_epochs=1, limit_train_batches=2,
+                        logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                        enable_model_summary=False, default_root_dir=out_dir)
+    trainer.fit(module, datamodule=data)
+    if trainer.is_global_zero:
+        torch.save(module.state_dict(), f"{out_dir}/weights.pt")
+        metrics = {k: float(v) for k, v in trainer.callback_metrics.items() if k.startswith("val/")}
+        json.dump(metrics, open(f"{out_dir}/metrics.json", "w"))

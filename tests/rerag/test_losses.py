@@ -1,0 +1,87 @@
+import math
+
+import pytest
+import torch
+
+from rerag.losses import kl_to_generator, marginal_nll, off_label_mass, rerag_loss
+
+# 2 questions x 3 contexts
+S = torch.tensor([[1.0, 0.0, -1.0], [0.5, 0.5, 2.0]])
+F = torch.tensor([[-1.0, -2.0, -3.0], [-4.0, -0.5, -1.0]])
+
+
+def softmax(row):
+    e = [math.exp(x) for x in row]
+    return [x / sum(e) for x in e]
+
+
+def test_marginal_nll_by_hand():
+    expected = -sum(math.log(sum(p * math.exp(f) for p, f in zip(softmax(s), fr)))
+                    for s, fr in zip(S.tolist(), F.tolist())) / 2
+    assert marginal_nll(S, F).item() == pytest.approx(expected, rel=1e-6)
+
+
+def test_marginal_nll_equals_naive_sum_of_products():
+    s, f = torch.randn(5, 7, dtype=torch.float64), torch.randn(5, 7, dtype=torch.float64) * 3
+    naive = -torch.log((torch.softmax(s, -1) * f.exp()).sum(-1)).mean()
+    assert marginal_nll(s, f).item() == pytest.approx(naive.item(), rel=1e-5)
+
+
+def test_kl_both_directions_by_hand():
+    def kl(p, q):
+        return sum(a * math.log(a / b) for a, b in zip(p, q))
+
+    p_re = [softmax(r) for r in S.tolist()]
+    q_g = [softmax(r) for r in F.tolist()]
+    forward = sum(kl(q, p) for q, p in zip(q_g, p_re)) / 2
+    backward = sum(kl(p, q) for q, p in zip(q_g, p_re)) / 2
+    assert kl_to_generator(S, F, "generator_to_re").item() == pytest.approx(forward, rel=1e-5)
+    assert kl_to_generator(S, F, "re_to_generator").item() == pytest.approx(backward, rel=1e-5)
+    with pytest.raises(ValueError, match="direction"):
+        kl_to_generator(S, F, "sideways")
+
+
+def test_kl_does_not_train_the_generator():
+    f = F.clone().requires_grad_()
+    s = S.clone().requires_grad_()
+    kl_to_generator(s, f).backward()
+    assert f.grad is None and s.grad.abs().sum() > 0
+
+
+def test_off_label_mass_by_hand():
+    p_t = torch.tensor([[0.5, 0.2, 0.1], [0.9, 0.05, 0.3]])
+    p_f = torch.tensor([[0.3, 0.7, 0.1], [0.05, 0.9, 0.6]])
+    expected = sum(1 - a - b for a, b in zip(p_t.flatten().tolist(), p_f.flatten().tolist())) / 6
+    assert off_label_mass(p_t.log(), p_f.log()).item() == pytest.approx(expected, rel=1e-6)
+
+
+def test_total_is_weighted_sum():
+    lp_t, lp_f = torch.log(torch.rand(2, 3) * 0.5), torch.log(torch.rand(2, 3) * 0.5)
+    parts = rerag_loss(lp_t, lp_f, F, alpha_re=0.3, alpha_tok=2.0)
+    assert parts["loss"].item() == pytest.approx(
+        (parts["loss_gen"] + 0.3 * parts["loss_re"] + 2.0 * parts["loss_tok"]).item(), rel=1e-6)
+    assert parts["loss_gen"].item() == pytest.approx(marginal_nll(lp_t - lp_f, F).item())
+
+
+def test_single_context():
+    lp_t, lp_f = torch.tensor([[-0.1]]), torch.tensor([[-2.5]])
+    f = torch.tensor([[-1.7]])
+    parts = rerag_loss(lp_t, lp_f, f)
+    assert parts["loss_gen"].item() == pytest.approx(1.7)  # P_RE is 1 on the only context
+    assert parts["loss_re"].item() == pytest.approx(0.0, abs=1e-7)
+
+
+def test_extreme_logits_stay_finite():
+    import kernels
+
+    logits = torch.zeros(6, 50)
+    logits[:, 3] = 1e4
+    logits[::2, 4] = -1e4
+    logits[1::2, 4] = 1e4
+    logits.requires_grad_()
+    lp_t, lp_f = kernels.true_false_logprobs(logits, 4, 3)
+    f = torch.tensor([[1e4, -1e4, 0.0], [-1e4, 1e4, 5.0]])
+    parts = rerag_loss(lp_t.view(2, 3), lp_f.view(2, 3), f)
+    parts["loss"].backward()
+    assert all(torch.isfinite(v) for v in parts.values())
+    assert torch.isfinite(logits.grad).all()

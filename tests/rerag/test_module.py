@@ -1,0 +1,96 @@
+import glob
+import json
+
+import lightning as L
+import pytest
+import torch
+
+from rerag.data.datamodule import RERAGDataModule
+from rerag.module import RERAGModule
+
+
+def make(module_kwargs, data_kwargs, seed=0):
+    L.seed_everything(seed)
+    return RERAGModule(**module_kwargs), RERAGDataModule(**data_kwargs)
+
+
+def trainer(tmp_path, **kw):
+    defaults = dict(accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
+                    enable_progress_bar=False, enable_model_summary=False, default_root_dir=tmp_path)
+    return L.Trainer(**{**defaults, **kw})
+
+
+def test_gradients_reach_both_models(module_kwargs, data_kwargs):
+    module, data = make(module_kwargs, data_kwargs)
+    data.setup("fit")
+    batch = next(iter(data.train_dataloader()))
+    assert batch["re"]["input_ids"].shape[0] == 4 * 4  # B x K rows
+    module.training_step(batch, 0).backward()
+    for model in (module.estimator.model, module.generator.model):
+        grads = [p.grad for p in model.parameters() if p.grad is not None]
+        assert grads and sum(g.abs().sum() for g in grads) > 0
+
+
+def test_single_context(module_kwargs, data_kwargs):
+    module, data = make(module_kwargs, {**data_kwargs, "n_train_contexts": 1})
+    data.setup("fit")
+    loss = module.training_step(next(iter(data.train_dataloader())), 0)
+    assert torch.isfinite(loss)
+
+
+def test_too_few_contexts_is_a_clear_error(module_kwargs, data_kwargs):
+    _, data = make(module_kwargs, {**data_kwargs, "n_train_contexts": 50})
+    with pytest.raises(ValueError, match=r"train\.jsonl: record id train-0: field 'ctxs'"):
+        data.setup("fit")
+
+
+def test_validation_reports_every_metric(module_kwargs, data_kwargs, tmp_path):
+    module, data = make(module_kwargs, data_kwargs)
+    (metrics,) = trainer(tmp_path).validate(module, datamodule=data)
+    for key in ("val/em", "val/em_retriever", "val/re_recall@1", "val/retriever_recall@5"):
+        assert 0.0 <= metrics[key] <= 1.0
+    # Recall@k in the retriever's order must match the file's has_answer flags.
+    records = [json.loads(line) for line in open(data_kwargs["val_file"])]
+    expected = sum(any(c["has_answer"] for c in r["ctxs"][:5]) for r in records) / len(records)
+    assert metrics["val/retriever_recall@5"] == pytest.approx(expected)
+
+
+def test_fit_logs_losses_to_wandb_offline(module_kwargs, data_kwargs, tmp_path, monkeypatch):
+    import wandb
+    from lightning.pytorch.loggers import WandbLogger
+
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    module, data = make(module_kwargs, data_kwargs)
+    logger = WandbLogger(project="rerag-test", save_dir=str(tmp_path), offline=True)
+    trainer(tmp_path, logger=logger, max_steps=3, log_every_n_steps=1, limit_val_batches=0).fit(module, datamodule=data)
+    wandb.finish()
+    # The offline run's record log (protobuf) holds each history key as plain bytes.
+    (run_log,) = glob.glob(str(tmp_path / "wandb" / "offline-run-*" / "run-*.wandb"))
+    records = open(run_log, "rb").read()
+    for key in ("train/loss", "train/loss_gen", "train/loss_re", "train/loss_tok"):
+        assert key.encode() in records
+
+
+def test_resume_matches_an_uninterrupted_run(module_kwargs, data_kwargs, tmp_path):
+    from lightning.pytorch.callbacks import ModelCheckpoint
+
+    common = dict(max_epochs=2, limit_train_batches=3, limit_val_batches=1)
+    module, data = make(module_kwargs, data_kwargs)
+    full = trainer(tmp_path / "full", **common)
+    full.fit(module, datamodule=data)
+    expected = {k: float(v) for k, v in full.callback_metrics.items()}
+
+    module, data = make(module_kwargs, data_kwargs)
+    ckpt = ModelCheckpoint(dirpath=tmp_path / "ckpt", save_top_k=-1)
+    half = trainer(tmp_path / "half", enable_checkpointing=True, callbacks=[ckpt], **{**common, "max_epochs": 1})
+    half.fit(module, datamodule=data)
+    (path,) = glob.glob(str(tmp_path / "ckpt" / "*.ckpt"))
+
+    module, data = make(module_kwargs, data_kwargs, seed=123)  # fresh weights: all must come from the checkpoint
+    resumed = trainer(tmp_path / "resumed", **common)
+    resumed.fit(module, datamodule=data, ckpt_path=path)
+    assert resumed.global_step == full.global_step == 6
+    got = {k: float(v) for k, v in resumed.callback_metrics.items()}
+    assert got.keys() == expected.keys()
+    for k in expected:
+        assert got[k] == pytest.approx(expected[k], rel=1e-4, abs=1e-5), k
