@@ -9,11 +9,13 @@ Recall, MAP and MRR need binary labels: with graded labels they require ``releva
 which marks a document relevant when its label is at least the threshold.
 
 eRAG only knows the labels of retrieved documents, so R@k's denominator (and MAP's) is the number
-of relevant documents in the retrieved list.
+of relevant documents in the retrieved list. A cut-off on MAP or MRR (``MAP@k``) cuts the list at k
+first, as torchmetrics does; P@k divides by k even when fewer than k documents were retrieved.
 """
 from __future__ import annotations
 
 import math
+import numbers
 import re
 from typing import Mapping, Optional, Sequence
 
@@ -49,7 +51,7 @@ def check_labels(labels: Mapping[str, Sequence[float]]) -> None:
     """Raise ``ValueError`` naming the query and document of any label outside [0, 1]."""
     for qid, values in labels.items():
         for rank, value in enumerate(values):
-            if not (isinstance(value, (int, float)) and 0.0 <= value <= 1.0):
+            if not (isinstance(value, numbers.Real) and 0.0 <= value <= 1.0):
                 raise ValueError(
                     f"relevance label {value!r} of query {qid!r}, document {rank} (rank {rank + 1}) "
                     "is outside [0, 1]: downstream metrics must return values in [0, 1]"

@@ -11,6 +11,7 @@ from torchmetrics import MetricCollection
 
 from rerag.data.inputs import DEFAULT_TEMPLATE
 from rerag.decoding import marginalize_answers, top_k_per_question
+from rerag.lora import LoraSpec, add_lora
 from rerag.losses import rerag_loss
 from rerag.metrics import ExactMatch, recall_at_k
 from rerag.models.estimator import RelevanceEstimator
@@ -27,6 +28,8 @@ class RERAGModule(L.LightningModule):
         generator_tokenizer: str = "t5-base",
         re_template: str = DEFAULT_TEMPLATE,
         re_max_length: int = 256,
+        generator_template: str = DEFAULT_TEMPLATE,
+        generator_max_length: int = 256,
         max_answer_length: int = 16,
         true_word: str = "true",
         false_word: str = "false",
@@ -41,14 +44,18 @@ class RERAGModule(L.LightningModule):
         score_batch_size: int = 128,
         recall_ks: list[int] = [1, 5, 10, 20],
         kernel_backend: Literal["triton", "reference"] | None = None,
+        estimator_lora: LoraSpec | None = None,
+        generator_lora: LoraSpec | None = None,
     ):
         super().__init__()
         self.save_hyperparameters()
         re_tok = load_tokenizer(re_tokenizer, estimator.trust_remote_code)
         gen_tok = load_tokenizer(generator_tokenizer, generator.trust_remote_code)
-        self.estimator = RelevanceEstimator(build_seq2seq(estimator, re_tok), re_tok, true_word,
-                                            false_word, re_template, re_max_length)
-        self.generator = Generator(build_seq2seq(generator, gen_tok), gen_tok, max_answer_length)
+        # With a LoraSpec only the adapters train (base weights frozen); None = full fine-tuning.
+        self.estimator = RelevanceEstimator(add_lora(build_seq2seq(estimator, re_tok), estimator_lora), re_tok,
+                                            true_word, false_word, re_template, re_max_length)
+        self.generator = Generator(add_lora(build_seq2seq(generator, gen_tok), generator_lora), gen_tok,
+                                   max_answer_length, generator_template, generator_max_length)
         self.metrics = torch.nn.ModuleDict({
             stage: MetricCollection({
                 "em": ExactMatch(), "em_retriever": ExactMatch(),

@@ -9,3 +9,6 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# Tiny models run faster on one thread, and a busy 2-core machine slows multi-threaded torch
+# many times over; subprocesses (DDP) inherit it.
+os.environ.setdefault("OMP_NUM_THREADS", "1")

@@ -99,10 +99,13 @@ class RERAGDataModule(L.LightningDataModule):
     def setup(self, stage: str) -> None:
         self.re_tok = load_tokenizer(self.hparams.re_tokenizer)
         self.gen_tok = load_tokenizer(self.hparams.generator_tokenizer)
+        stage = str(getattr(stage, "value", stage))
         wanted = {"fit": ["train", "val"], "validate": ["val"], "test": ["test"], "predict": ["predict"]}[stage]
         for split in wanted:
             path = getattr(self, f"{split}_file")
             if path is None:
+                if (stage, split) == ("fit", "val"):
+                    continue  # fitting without validation
                 raise ValueError(f"stage '{stage}' needs data.{split}_file")
             records = load_fid_dataset(path, require_answers=split != "predict",
                                        skip_invalid=self.hparams.skip_invalid)
@@ -155,8 +158,8 @@ class RERAGDataModule(L.LightningDataModule):
     def train_dataloader(self) -> DataLoader:
         return self._loader("train", shuffle=True)
 
-    def val_dataloader(self) -> DataLoader:
-        return self._loader("val", shuffle=False)
+    def val_dataloader(self) -> DataLoader | list:
+        return self._loader("val", shuffle=False) if "val" in self._splits else []
 
     def test_dataloader(self) -> DataLoader:
         return self._loader("test", shuffle=False)

@@ -12,10 +12,11 @@ from pathlib import Path
 
 import torch
 from torch import nn
-from transformers import AutoModelForSeq2SeqLM, PreTrainedModel, PreTrainedTokenizerBase
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 import kernels
 from rerag.data.inputs import DEFAULT_TEMPLATE, format_pairs
+from rerag.lora import load_seq2seq
 from rerag.models.loading import load_tokenizer, resolve
 
 CONFIG_FILE = "rerag_estimator.json"
@@ -118,7 +119,8 @@ class RelevanceEstimator(nn.Module):
         return torch.cat(out) if out else torch.empty(0)
 
     def save_pretrained(self, directory: str | Path) -> None:
-        """Write the model (safetensors), its tokenizer and `rerag_estimator.json`."""
+        """Write the model (safetensors, or only its LoRA adapters when it has them), its
+        tokenizer and `rerag_estimator.json`."""
         directory = Path(directory)
         self.model.save_pretrained(directory, safe_serialization=True)
         self.tokenizer.save_pretrained(directory)
@@ -133,6 +135,5 @@ class RelevanceEstimator(nn.Module):
         directory = resolve(str(directory))
         settings = json.loads((Path(directory) / CONFIG_FILE).read_text())
         settings.update(overrides)
-        model = AutoModelForSeq2SeqLM.from_pretrained(directory, use_safetensors=True,
-                                                      trust_remote_code=trust_remote_code)
+        model = load_seq2seq(directory, trust_remote_code)
         return cls(model.eval(), load_tokenizer(directory, trust_remote_code), **settings)

@@ -5,17 +5,30 @@ of an answer; `generate` writes one answer per (question, context) pair.
 """
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import torch
 from torch import nn
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from rerag.data.inputs import DEFAULT_TEMPLATE
+from rerag.lora import load_seq2seq
+from rerag.models.loading import load_tokenizer, resolve
+
+CONFIG_FILE = "rerag_generator.json"
+
 
 class Generator(nn.Module):
+    """`template` and `max_length` describe the input text the generator was trained on (the
+    datamodule's `generator_template` and `generator_max_length`); exports and readers use them."""
+
     def __init__(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase,
-                 max_answer_length: int = 16):
+                 max_answer_length: int = 16, template: str = DEFAULT_TEMPLATE, max_length: int = 256):
         super().__init__()
         self.model, self.tokenizer = model, tokenizer
         self.max_answer_length = max_answer_length
+        self.template, self.max_length = template, max_length
 
     def encode_answers(self, answers: list[str]) -> torch.Tensor:
         """Answer token ids as labels, padding set to -100."""
@@ -35,11 +48,31 @@ class Generator(nn.Module):
     @torch.no_grad()
     def generate(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                  num_beams: int = 1) -> tuple[list[str], torch.Tensor]:
-        """One answer per row and its log-likelihood log P_G(y | q, c) (teacher-forced)."""
+        """One answer per row and its log-likelihood log P_G(y | q, c) (teacher-forced). Padding is
+        never generated: a pad label is masked, so an answer of pads would score log-likelihood 0."""
         out = self.model.generate(input_ids=input_ids, attention_mask=attention_mask,
                                   num_beams=num_beams, max_new_tokens=self.max_answer_length,
-                                  do_sample=False)
+                                  do_sample=False, bad_words_ids=[[self.tokenizer.pad_token_id]])
         texts = self.tokenizer.batch_decode(out, skip_special_tokens=True)
         labels = out[:, 1:].clone()  # drop the decoder start token
         labels[labels == self.tokenizer.pad_token_id] = -100
         return [t.strip() for t in texts], self.answer_loglik(input_ids, attention_mask, labels)
+
+    def save_pretrained(self, directory: str | Path) -> None:
+        """Write the model (safetensors, or only its LoRA adapters when it has them), its
+        tokenizer and `rerag_generator.json`."""
+        directory = Path(directory)
+        self.model.save_pretrained(directory, safe_serialization=True)
+        self.tokenizer.save_pretrained(directory)
+        (directory / CONFIG_FILE).write_text(json.dumps({
+            "max_answer_length": self.max_answer_length, "template": self.template, "max_length": self.max_length,
+        }, indent=2))
+
+    @classmethod
+    def from_pretrained(cls, directory: str | Path, trust_remote_code: bool = False, **overrides) -> "Generator":
+        """Load what `save_pretrained` wrote; no Lightning needed, no code run from files."""
+        directory = resolve(str(directory))
+        settings = json.loads((Path(directory) / CONFIG_FILE).read_text())
+        settings.update(overrides)
+        model = load_seq2seq(directory, trust_remote_code)
+        return cls(model.eval(), load_tokenizer(directory, trust_remote_code), **settings)

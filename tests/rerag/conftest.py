@@ -38,7 +38,7 @@ def tokenizer_dir(tmp_path_factory):
 def module_kwargs(tokenizer_dir):
     return dict(estimator=ModelSpec(config=TINY_T5), generator=ModelSpec(config=TINY_T5),
                 re_tokenizer=tokenizer_dir, generator_tokenizer=tokenizer_dir, re_max_length=64,
-                max_answer_length=8, val_top_k=3, test_top_k=3, recall_ks=[1, 5])
+                generator_max_length=64, max_answer_length=8, val_top_k=3, test_top_k=3, recall_ks=[1, 5])
 
 
 @pytest.fixture
@@ -48,3 +48,26 @@ def data_kwargs(world_dir, tokenizer_dir):
                 generator_tokenizer=tokenizer_dir, re_max_length=64, generator_max_length=64,
                 max_answer_length=8, n_train_contexts=4, n_eval_contexts=12, batch_size=4,
                 eval_batch_size=4)
+
+
+@pytest.fixture(scope="session")
+def trained_checkpoint(tmp_path_factory, world_dir, tokenizer_dir):
+    """A Lightning checkpoint of tiny RE-RAG models after two training steps."""
+    import lightning as L
+    from lightning.pytorch.callbacks import ModelCheckpoint
+
+    from rerag.data.datamodule import RERAGDataModule
+    from rerag.module import RERAGModule
+
+    out = tmp_path_factory.mktemp("trained")
+    L.seed_everything(0)
+    module = RERAGModule(ModelSpec(config=TINY_T5), ModelSpec(config=TINY_T5), tokenizer_dir, tokenizer_dir,
+                         re_max_length=64, generator_max_length=64, max_answer_length=8, val_top_k=3,
+                         test_top_k=3, recall_ks=[1, 5])
+    data = RERAGDataModule(train_file=str(world_dir / "train.jsonl"), re_tokenizer=tokenizer_dir,
+                           generator_tokenizer=tokenizer_dir, re_max_length=64, generator_max_length=64,
+                           max_answer_length=8, n_train_contexts=4, batch_size=4)
+    L.Trainer(accelerator="cpu", devices=1, max_steps=2, limit_val_batches=0, logger=False, enable_progress_bar=False,
+              enable_model_summary=False, callbacks=[ModelCheckpoint(dirpath=out, save_last=True)],
+              default_root_dir=out).fit(module, datamodule=data)
+    return str(out / "last.ckpt")

@@ -17,7 +17,8 @@ if __name__ == "__main__":
     out_dir, world_dir, tokenizer_dir, config = sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4])
     L.seed_everything(0)
     module = RERAGModule(ModelSpec(config=config), ModelSpec(config=config), tokenizer_dir, tokenizer_dir,
-                         re_max_length=64, max_answer_length=8, val_top_k=3, test_top_k=3, recall_ks=[1, 5])
+                         re_max_length=64, generator_max_length=64, max_answer_length=8, val_top_k=3,
+                         test_top_k=3, recall_ks=[1, 5])
     data = RERAGDataModule(train_file=f"{world_dir}/train.jsonl", val_file=f"{world_dir}/dev.jsonl",
                            re_tokenizer=tokenizer_dir, generator_tokenizer=tokenizer_dir, re_max_length=64,
                            generator_max_length=64, max_answer_length=8, n_train_contexts=4,

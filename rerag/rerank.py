@@ -1,0 +1,54 @@
+"""Rerank FiD-format records with the trained RE (section 2.2, "Reranking of contexts by relevance").
+
+Each context gets the RE's log-odds s = z_true - z_false (eq. 4; two LM-head rows, never the
+vocabulary softmax) as `re_score` and RE = sigmoid(s) (eq. 3) as `re_prob`; contexts are sorted
+by s, best first, and cut to `top_k`. A record with fewer contexts than `top_k` keeps them all.
+The rest of the record, the retriever's `score` included, is kept as it was.
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+import torch
+from tqdm import tqdm
+
+from rerag.data.fid_format import read_fid
+from rerag.models.estimator import RelevanceEstimator
+
+
+def rerank(estimator: RelevanceEstimator, records: Iterable[dict], top_k: int | None = None,
+           batch_size: int = 64) -> Iterator[dict]:
+    """Yield each record with its contexts reranked by the RE (eval mode, on its device).
+    A question's contexts go through the RE `batch_size` at a time; `top_k` None keeps them all."""
+    for record in records:
+        if not record["question"].strip():  # read_fid rejects these in files; records built in code may not
+            raise ValueError(f"record id {record.get('id')!r}: the question is empty")
+        s = estimator.score(record["question"], record["ctxs"], batch_size).float().cpu()
+        order = torch.argsort(s, descending=True, stable=True)[:top_k].tolist()
+        yield {**record, "ctxs": [{**record["ctxs"][j], "re_score": s[j].item(), "re_prob": torch.sigmoid(s[j]).item()}
+                                  for j in order]}
+
+
+def write_records(path: str | Path, records: Iterable[dict]) -> int:
+    """Write records as JSONL, or as one JSON list when the name ends with `.json`, with a
+    progress bar; returns how many were written."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    as_list, n = path.suffix == ".json", 0
+    with path.open("w", encoding="utf-8") as f:
+        f.write("[\n" if as_list else "")
+        for record in tqdm(records, desc=path.name, unit="question"):
+            f.write(("" if not as_list or n == 0 else ",\n") + json.dumps(record, ensure_ascii=False)
+                    + ("" if as_list else "\n"))
+            n += 1
+        f.write("\n]\n" if as_list else "")
+    return n
+
+
+def rerank_file(estimator: RelevanceEstimator, input_path: str | Path, output_path: str | Path,
+                top_k: int | None = None, batch_size: int = 64) -> int:
+    """Validate `input_path` (FiD JSON or JSONL; answers optional), rerank it, write `output_path`."""
+    records = read_fid(input_path, require_answers=False)
+    return write_records(output_path, rerank(estimator, records, top_k, batch_size))
