@@ -1,5 +1,5 @@
 """The `rerag` command: LightningCLI's fit, validate, test and predict, plus the package's
-own subcommands (`COMMANDS`: make-demo-data, make-tokenizer, export, rerank, predict-file,
+own subcommands (`COMMANDS`: make-demo-data, make-tokenizer, pretrain, export, rerank, predict-file,
 unanswerable-report, eor, erag)."""
 from __future__ import annotations
 
@@ -175,7 +175,14 @@ def erag_evaluation(argv: list[str]) -> None:
     CLI(run_erag, args=argv, prog="rerag erag")
 
 
-COMMANDS = {"make-demo-data": make_demo_data, "make-tokenizer": make_tokenizer,
+def pretrain_reader(argv: list[str]) -> None:
+    """`rerag pretrain`: experimental reader pretraining on a synthetic reading corpus."""
+    from rerag.reader_pretraining import main as pretrain_main
+
+    pretrain_main(argv)
+
+
+COMMANDS = {"make-demo-data": make_demo_data, "make-tokenizer": make_tokenizer, "pretrain": pretrain_reader,
             "export": export_models, "rerank": rerank_contexts, "predict-file": predict_file,
             "unanswerable-report": unanswerable_report, "eor": eor_evaluation, "erag": erag_evaluation}
 

@@ -17,7 +17,9 @@ SPECIAL = {"pad_token": "<pad>", "eos_token": "</s>", "unk_token": "<unk>"}
 def train_tokenizer(texts: list[str], vocab_size: int = 4096) -> PreTrainedTokenizerFast:
     """Train byte-level BPE on `texts`; ids 0, 1, 2 are <pad>, </s>, <unk> as in T5."""
     tok = Tokenizer(models.BPE(unk_token=SPECIAL["unk_token"]))
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    # A prefix space makes a word the same token at the start of a text as inside one, so an
+    # answer label ("Mofel") has the ids it has inside a passage ("... the Mofel Guild").
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=True)
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,

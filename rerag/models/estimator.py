@@ -7,7 +7,6 @@ only s = z_true - z_false (eq. 4), two rows of the LM head, never the [N, V] log
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import torch
@@ -16,8 +15,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 import kernels
 from rerag.data.inputs import DEFAULT_TEMPLATE, format_pairs
-from rerag.lora import load_seq2seq
-from rerag.models.loading import load_tokenizer, resolve
+from rerag.models.folder import load_folder, save_folder
 
 CONFIG_FILE = "rerag_estimator.json"
 
@@ -121,19 +119,13 @@ class RelevanceEstimator(nn.Module):
     def save_pretrained(self, directory: str | Path) -> None:
         """Write the model (safetensors, or only its LoRA adapters when it has them), its
         tokenizer and `rerag_estimator.json`."""
-        directory = Path(directory)
-        self.model.save_pretrained(directory, safe_serialization=True)
-        self.tokenizer.save_pretrained(directory)
-        (directory / CONFIG_FILE).write_text(json.dumps({
+        save_folder(directory, self.model, self.tokenizer, CONFIG_FILE, {
             "true_word": self.true_word, "false_word": self.false_word,
             "template": self.template, "max_length": self.max_length,
-        }, indent=2))
+        })
 
     @classmethod
     def from_pretrained(cls, directory: str | Path, trust_remote_code: bool = False, **overrides) -> "RelevanceEstimator":
         """Load what `save_pretrained` wrote; no Lightning needed, no code run from files."""
-        directory = resolve(str(directory))
-        settings = json.loads((Path(directory) / CONFIG_FILE).read_text())
-        settings.update(overrides)
-        model = load_seq2seq(directory, trust_remote_code)
-        return cls(model.eval(), load_tokenizer(directory, trust_remote_code), **settings)
+        model, tokenizer, settings = load_folder(directory, CONFIG_FILE, trust_remote_code)
+        return cls(model, tokenizer, **{**settings, **overrides})

@@ -5,7 +5,6 @@ of an answer; `generate` writes one answer per (question, context) pair.
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import torch
@@ -13,8 +12,7 @@ from torch import nn
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from rerag.data.inputs import DEFAULT_TEMPLATE
-from rerag.lora import load_seq2seq
-from rerag.models.loading import load_tokenizer, resolve
+from rerag.models.folder import load_folder, save_folder
 
 CONFIG_FILE = "rerag_generator.json"
 
@@ -61,18 +59,12 @@ class Generator(nn.Module):
     def save_pretrained(self, directory: str | Path) -> None:
         """Write the model (safetensors, or only its LoRA adapters when it has them), its
         tokenizer and `rerag_generator.json`."""
-        directory = Path(directory)
-        self.model.save_pretrained(directory, safe_serialization=True)
-        self.tokenizer.save_pretrained(directory)
-        (directory / CONFIG_FILE).write_text(json.dumps({
+        save_folder(directory, self.model, self.tokenizer, CONFIG_FILE, {
             "max_answer_length": self.max_answer_length, "template": self.template, "max_length": self.max_length,
-        }, indent=2))
+        })
 
     @classmethod
     def from_pretrained(cls, directory: str | Path, trust_remote_code: bool = False, **overrides) -> "Generator":
         """Load what `save_pretrained` wrote; no Lightning needed, no code run from files."""
-        directory = resolve(str(directory))
-        settings = json.loads((Path(directory) / CONFIG_FILE).read_text())
-        settings.update(overrides)
-        model = load_seq2seq(directory, trust_remote_code)
-        return cls(model.eval(), load_tokenizer(directory, trust_remote_code), **settings)
+        model, tokenizer, settings = load_folder(directory, CONFIG_FILE, trust_remote_code)
+        return cls(model, tokenizer, **{**settings, **overrides})

@@ -1,0 +1,31 @@
+"""The exported folder of a RE-RAG model: a Hugging Face model (safetensors), its tokenizer and a
+small JSON of the settings the model needs to read its input (template, lengths, label words)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+from rerag.lora import load_seq2seq
+from rerag.models.loading import load_tokenizer, resolve
+
+
+def save_folder(directory: str | Path, model, tokenizer: PreTrainedTokenizerBase, settings_file: str,
+                settings: dict[str, Any]) -> None:
+    """Write the model (safetensors, or only its LoRA adapters when it has them), the tokenizer
+    and `settings_file`."""
+    directory = Path(directory)
+    model.save_pretrained(directory, safe_serialization=True)
+    tokenizer.save_pretrained(directory)
+    (directory / settings_file).write_text(json.dumps(settings, indent=2))
+
+
+def load_folder(directory: str | Path, settings_file: str, trust_remote_code: bool = False
+                ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase, dict[str, Any]]:
+    """Read what `save_folder` wrote; no Lightning needed and no code run from files."""
+    directory = resolve(str(directory))
+    settings = json.loads((Path(directory) / settings_file).read_text())
+    model = load_seq2seq(directory, trust_remote_code).eval()
+    return model, load_tokenizer(directory, trust_remote_code), settings
