@@ -12,7 +12,6 @@ import erag
 from rerag.data.fid_format import read_fid
 from rerag.export import load_checkpoint
 from rerag.models.estimator import RelevanceEstimator
-from rerag.models.generator import Generator
 from rerag.readers import RAGReader, Seq2SeqLM, passage_text
 
 
@@ -38,8 +37,8 @@ def generator_reader(pl_module: L.LightningModule) -> RAGReader:
 def validation_rankings(trainer: L.Trainer, pl_module: L.LightningModule, top_k: int = 10,
                         max_questions: int = 64) -> tuple[dict, dict]:
     """The RE's top-k for the first validation questions: `ERAGCallback(ranking=...)`."""
-    records = [trainer.datamodule._splits["val"].records[i]
-               for i in range(min(max_questions, len(trainer.datamodule._splits["val"])))]
+    val = trainer.datamodule.records("val")
+    records = [val[i] for i in range(min(max_questions, len(val)))]
     with torch.no_grad():
         return rank_records(records, pl_module.estimator, top_k)
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import torch
 from peft import PeftModel
 
 from rerag.lora import merge_lora

@@ -27,6 +27,7 @@ import torch
 
 from rerag.data.answers import exact_match
 from rerag.data.inputs import DEFAULT_TEMPLATE, format_pairs
+from rerag.data.synthetic import UniqueNames
 
 # Name syllables: disjoint from the demo world's.
 SYLLABLES = ("bek dun hap ock wim zor tel pua nib gru fam lo sib quo rak jen vu tam hed ob "
@@ -129,9 +130,9 @@ class ReadingCorpus:
         pieces = sorted(set(vocab_pieces or []))
         self.tails = [p for p in pieces if p.islower()]  # word continuations
         rng = random.Random(cfg.seed)
-        self._used: set[str] = set()
-        self.places = [self._name(rng, 2) for _ in range(cfg.n_places)]
-        first = [self._name(rng, 2) for _ in range(cfg.n_first_names)]
+        names = UniqueNames(rng, SYLLABLES)
+        self.places = [names.make(2) for _ in range(cfg.n_places)]
+        first = [names.make(2) for _ in range(cfg.n_first_names)]
         entities: set[str] = set()
         while len(entities) < cfg.n_entities:
             kind, name = rng.random(), self._fresh(rng, 2, vocab=False)
@@ -143,14 +144,6 @@ class ReadingCorpus:
                 entities.add(f"Captain {name}")
         self.entities = sorted(entities)
         self.relations = [("attr", r) for r in _ATTRIBUTES] + [("verb", v) for v in _VERBS]
-
-    def _name(self, rng: random.Random, parts: int) -> str:
-        for _ in range(10_000):
-            word = "".join(rng.choice(SYLLABLES) for _ in range(parts)).capitalize()
-            if word not in self._used:
-                self._used.add(word)
-                return word
-        raise ValueError(f"ran out of distinct {parts}-syllable names: lower n_entities or n_places")
 
     def _answer(self, rng: random.Random, kind: str) -> tuple[str, list[str]]:
         """An answer of `kind` and its accepted aliases."""
@@ -241,7 +234,7 @@ class ReadingCorpus:
 class PretrainConfig:
     """The reader's size and its training run."""
 
-    out_dir: str = "rerag/assets/demo_reader"
+    out_dir: str = "outputs/reader"
     tokenizer: str = "rerag:assets/demo_tokenizer"
     d_model: int = 128
     d_ff: int = 256

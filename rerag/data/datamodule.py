@@ -8,6 +8,7 @@ With `demo` set, `prepare_data` writes the synthetic world into `data_dir` first
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
 
@@ -116,6 +117,10 @@ class RERAGDataModule(L.LightningDataModule):
                         raise ValueError(f"{path}: record id {r['id']}: field 'ctxs': has {len(r['ctxs'])} "
                                          f"contexts, training needs n_train_contexts={k}")
             self._splits[split] = _Questions(records, self.hparams.seed)
+
+    def records(self, split: str) -> Sequence[dict]:
+        """The validated records of a split loaded by `setup` ("train", "val", "test", "predict")."""
+        return self._splits[split].records
 
     def _tokenize(self, tokenizer, template: str, max_length: int, questions, contexts) -> dict:
         enc = tokenizer(format_pairs(template, questions, contexts), max_length=max_length,

@@ -85,16 +85,19 @@ class WorldConfig:
 torch.serialization.add_safe_globals([WorldConfig])
 
 
-class _Names:
-    def __init__(self, rng: random.Random):
-        self.rng, self.used = rng, set()
+class UniqueNames:
+    """Capitalized names of `parts` random syllables, each name given out once."""
+
+    def __init__(self, rng: random.Random, syllables: tuple[str, ...] = _SYLLABLES):
+        self.rng, self.syllables, self.used = rng, syllables, set()
 
     def make(self, parts: int) -> str:
-        while True:
-            word = "".join(self.rng.choice(_SYLLABLES) for _ in range(parts)).capitalize()
+        for _ in range(10_000):
+            word = "".join(self.rng.choice(self.syllables) for _ in range(parts)).capitalize()
             if word not in self.used:
                 self.used.add(word)
                 return word
+        raise ValueError(f"ran out of distinct {parts}-syllable names: ask for fewer entities")
 
 
 def _passage(rng: random.Random, sentence: str, place: str) -> str:
@@ -107,7 +110,7 @@ def _passage(rng: random.Random, sentence: str, place: str) -> str:
 def build_world(cfg: WorldConfig) -> tuple[list[dict], dict[str, list[dict]]]:
     """Return the passage corpus and, per split, the questions with their gold answers."""
     rng = random.Random(cfg.seed)
-    names = _Names(rng)
+    names = UniqueNames(rng)
     cities = [names.make(2) for _ in range(cfg.n_cities)]
     guilds = [f"{names.make(2)} Guild" for _ in range(cfg.n_guilds)]
     first_names = [names.make(2) for _ in range(100)]

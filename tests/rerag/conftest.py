@@ -71,3 +71,17 @@ def trained_checkpoint(tmp_path_factory, world_dir, tokenizer_dir):
               enable_model_summary=False, callbacks=[ModelCheckpoint(dirpath=out, save_last=True)],
               default_root_dir=out).fit(module, datamodule=data)
     return str(out / "last.ckpt")
+
+
+@pytest.fixture
+def export_dir(module_kwargs, tmp_path):
+    """`rerag export` folders of freshly initialised tiny models."""
+    import torch
+
+    from rerag.export import export
+    from rerag.module import RERAGModule
+
+    torch.manual_seed(0)
+    module = RERAGModule(**module_kwargs).eval()
+    export(module.estimator, module.generator, tmp_path / "export")
+    return tmp_path / "export"

@@ -2,25 +2,13 @@ import json
 
 import lightning as L
 import torch
-from lightning.pytorch.callbacks import ModelCheckpoint
 
 from rerag.cli import main
 from rerag.data.datamodule import RERAGDataModule
 from rerag.models.estimator import RelevanceEstimator
 from rerag.models.generator import Generator
 from rerag.module import RERAGModule
-
-QUESTION = "where was Ana born?"
-PASSAGES = ["Ana was born in Soltha.", {"title": "Ana", "text": "Ana kept bees."}, "Soltha has bridges."]
-
-
-def fit_and_checkpoint(module, data, tmp_path, steps=2) -> str:
-    ckpt = ModelCheckpoint(dirpath=tmp_path / "ckpt", save_last=True)
-    L.Trainer(accelerator="cpu", devices=1, max_steps=steps, limit_val_batches=0, logger=False, callbacks=[ckpt],
-              enable_progress_bar=False, enable_model_summary=False, default_root_dir=tmp_path,
-              ).fit(module, datamodule=data)
-    return str(tmp_path / "ckpt" / "last.ckpt")
-
+from rerag_testing import PASSAGES, QUESTION, fit_and_checkpoint
 
 def test_export_round_trip_gives_equal_scores(module_kwargs, data_kwargs, tmp_path):
     L.seed_everything(0)

@@ -13,7 +13,7 @@ from rerag.lora import LoraSpec
 from rerag.models.estimator import RelevanceEstimator
 from rerag.models.loading import ModelSpec, build_seq2seq
 from rerag.module import RERAGModule
-from test_export import PASSAGES, QUESTION, fit_and_checkpoint
+from rerag_testing import PASSAGES, QUESTION, fit_and_checkpoint
 
 ROOT = Path(__file__).resolve().parents[2]
 LORA = LoraSpec(r=4, alpha=8, dropout=0.0, target_modules=["q", "v"])

@@ -13,7 +13,6 @@ from rerag.models.generator import Generator
 from rerag.module import RERAGModule
 from rerag.predict import JSONLWriter, predict
 from rerag.readers import RAGReader, Seq2SeqLM
-from test_rerank import export_dir  # noqa: F401 (fixture)
 
 
 def read_jsonl(path):

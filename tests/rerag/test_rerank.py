@@ -6,18 +6,8 @@ import torch
 
 from rerag.cli import main
 from rerag.data.fid_format import FiDFormatError, read_fid
-from rerag.export import export
 from rerag.models.estimator import RelevanceEstimator
-from rerag.module import RERAGModule
 from rerag.rerank import rerank, rerank_file
-
-
-@pytest.fixture
-def export_dir(module_kwargs, tmp_path):
-    torch.manual_seed(0)
-    module = RERAGModule(**module_kwargs).eval()
-    export(module.estimator, module.generator, tmp_path / "export")
-    return tmp_path / "export"
 
 
 def test_rerank_file_sorts_cuts_and_scores(export_dir, world_dir, tmp_path):
