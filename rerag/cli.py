@@ -176,7 +176,7 @@ def erag_evaluation(argv: list[str]) -> None:
 
 
 def pretrain_reader(argv: list[str]) -> None:
-    """`rerag pretrain`: experimental reader pretraining on a synthetic reading corpus."""
+    """`rerag pretrain`: pretrain the copy-head reader the demo's generator starts from."""
     from rerag.reader_pretraining import main as pretrain_main
 
     pretrain_main(argv)

@@ -1,13 +1,14 @@
-"""Reader pretraining: teach a small seq2seq model to copy an answer span from a passage.
+"""Reader pretraining: teach a small seq2seq model with a copy head to copy an answer span from
+a passage, so that the embedded default's generator starts out reading.
 
-Tiny T5s trained from random init inside RE-RAG never learn to copy within a CPU budget, and
+A tiny T5 trained from random init inside RE-RAG does not learn to copy within a CPU budget, and
 without a copying generator the F_ij are flat and the RE gets no signal. This module writes a
 synthetic reading-comprehension corpus that shares NO templates, relations or names with the
 demo world (`rerag.data.synthetic`): its own name syllables, entity kinds, relations, question
-and fact templates and filler, and trains a generator on (question, title, passage) -> answer.
-`rerag pretrain` runs it and writes a Hugging Face folder (safetensors). Experimental: no
-recipe measured so far makes a tiny T5 copy within a CPU budget (README, "The demo's
-learning"), so nothing is shipped and the demo does not use it yet. Deterministic by seed.
+and fact templates and filler, and trains a `pointer_t5` reader (`rerag.models.pointer_generator`)
+on (question, title, passage) -> answer. `rerag pretrain` runs it and writes a generator folder
+(safetensors); the one shipped as `rerag/assets/reader` is what configs/demo.yaml starts from.
+Deterministic by seed and thread count.
 
 Each passage holds the answer sentence among distractor sentences: other facts about the same
 entity (other relations) and the same relation about other entities, so the reader must match
@@ -236,22 +237,23 @@ class PretrainConfig:
 
     out_dir: str = "outputs/reader"
     tokenizer: str = "rerag:assets/demo_tokenizer"
+    model_type: str = "pointer_t5"  # pointer_t5 (T5 with a copy head) | t5
     d_model: int = 128
     d_ff: int = 256
     d_kv: int = 32
     num_heads: int = 4
     num_layers: int = 2
     num_decoder_layers: int = 2
-    steps: int = 6000
+    steps: int = 3000
     batch_size: int = 64
     lr: float = 2e-3
-    warmup_steps: int = 300
+    warmup_steps: int = 100
     weight_decay: float = 1e-3
     max_length: int = 96
     max_answer_length: int = 12
     template: str = DEFAULT_TEMPLATE
     eval_every: int = 500
-    n_eval: int = 256
+    n_eval: int = 128
     seed: int = 0
     threads: int = 1
 
@@ -266,7 +268,7 @@ def vocab_pieces(tokenizer) -> list[str]:
 def build_reader(cfg: PretrainConfig, tokenizer):
     from rerag.models.loading import ModelSpec, build_seq2seq
 
-    spec = ModelSpec(config={"model_type": "t5", "d_model": cfg.d_model, "d_ff": cfg.d_ff, "d_kv": cfg.d_kv,
+    spec = ModelSpec(config={"model_type": cfg.model_type, "d_model": cfg.d_model, "d_ff": cfg.d_ff, "d_kv": cfg.d_kv,
                              "num_heads": cfg.num_heads, "num_layers": cfg.num_layers,
                              "num_decoder_layers": cfg.num_decoder_layers, "dropout_rate": 0.0})
     return build_seq2seq(spec, tokenizer)
@@ -288,10 +290,8 @@ def evaluate_em(generator, examples: list[dict], template: str, max_length: int,
     for i in range(0, len(examples), batch_size):
         chunk = examples[i : i + batch_size]
         batch = encode(generator, chunk, template, max_length)
-        out = generator.model.generate(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
-                                       max_new_tokens=generator.max_answer_length, do_sample=False, num_beams=1)
-        preds = generator.tokenizer.batch_decode(out, skip_special_tokens=True)
-        hits += sum(exact_match(p.strip(), e["answers"]) for p, e in zip(preds, chunk))
+        preds, _ = generator.generate(batch["input_ids"], batch["attention_mask"])
+        hits += sum(exact_match(p, e["answers"]) for p, e in zip(preds, chunk))
     generator.train(was_training)
     return hits / max(len(examples), 1)
 
@@ -342,9 +342,11 @@ def pretrain(cfg: PretrainConfig, corpus_cfg: CorpusConfig | None = None, log=pr
 
 
 def save_reader(generator, cfg: PretrainConfig, corpus_cfg: CorpusConfig, rows: list[dict]) -> Path:
+    """Write the reader as a generator folder (`Generator.from_pretrained` reads it; so does
+    `ModelSpec(name_or_path=...)`) with `pretraining.json`: the settings and the log."""
     out = Path(cfg.out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    generator.model.save_pretrained(str(out), safe_serialization=True)
+    generator.template, generator.max_length = cfg.template, cfg.max_length
+    generator.save_pretrained(out)
     with open(out / "pretraining.json", "w") as f:
         json.dump({"command": "rerag pretrain", "pretrain": asdict(cfg), "corpus": asdict(corpus_cfg),
                    "log": rows}, f, indent=1)

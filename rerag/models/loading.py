@@ -14,6 +14,8 @@ from typing import Any
 import torch
 from transformers import AutoConfig, AutoModelForSeq2SeqLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
+import rerag.models.pointer_generator  # noqa: F401  (registers model type `pointer_t5` with the Auto classes)
+
 
 def resolve(name_or_path: str) -> str:
     """Map `package:relative/path` to a folder inside an installed Python package (e.g.
@@ -51,9 +53,8 @@ def build_seq2seq(spec: ModelSpec, tokenizer: PreTrainedTokenizerBase) -> PreTra
     if (spec.name_or_path is None) == (spec.config is None):
         raise ValueError("ModelSpec needs exactly one of `name_or_path` or `config`")
     if spec.name_or_path is not None:
-        return AutoModelForSeq2SeqLM.from_pretrained(
-            resolve(spec.name_or_path), trust_remote_code=spec.trust_remote_code
-        )
+        model = AutoModelForSeq2SeqLM.from_pretrained(resolve(spec.name_or_path), trust_remote_code=spec.trust_remote_code)
+        return model.train()  # from_pretrained returns eval mode (dropout off); this builds models to train
     kwargs = dict(spec.config)
     model_type = kwargs.pop("model_type")
     kwargs.setdefault("vocab_size", len(tokenizer))
