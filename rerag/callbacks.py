@@ -24,8 +24,8 @@ class MetricsWriter(L.Callback):
 class LearningCurve(L.Callback):
     """Record chosen validation metrics at every validation and draw them against the global
     step: `<path>.json` holds the points, `<path>.png` the plot (rewritten at each validation,
-    so an interrupted run keeps its curve; rank zero only). The sanity check is left out: it sees
-    only a few batches."""
+    so an interrupted run keeps its curve; rank zero only). A sanity check over the whole dev set
+    (`trainer.num_sanity_val_steps: -1`) is step 0, the untrained models; a partial one is left out."""
 
     def __init__(self, path: str = "outputs/learning_curve",
                  metrics: dict[str, str] | None = None, title: str = "dev set during training"):
@@ -35,14 +35,14 @@ class LearningCurve(L.Callback):
         self.points: list[dict[str, float]] = []
 
     def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        if not trainer.is_global_zero or trainer.sanity_checking:
+        partial_sanity_check = trainer.sanity_checking and trainer.num_sanity_val_batches != trainer.num_val_batches
+        if not trainer.is_global_zero or partial_sanity_check:
             return
         logged = trainer.callback_metrics
         point = {name: float(logged[name]) for name in self.metrics if name in logged}
-        if not point:
-            return
-        self.points.append({"step": trainer.global_step, **point})
-        self.write()
+        if point:
+            self.points.append({"step": trainer.global_step, **point})
+            self.write()
 
     def write(self) -> None:
         import matplotlib

@@ -9,8 +9,12 @@ distribution mixes the vocabulary softmax with an attention over the input token
 
     P(w) = g * P_vocab(w) + (1 - g) * sum_{i : x_i = w} a_i,
 
-so raising the probability of a token in the input is one attention step away. `logits` are
-log P(w) (already normalized), so `generate`, beam search and cross-entropy work unchanged.
+so raising the probability of a token in the input is one attention step away. The attention
+scores get a learned bonus at the position right after an occurrence of the previous output
+token, so a copied multi-token span continues (CopyNet's "selective read", Gu et al. 2016).
+`logits` are log P(w) (already normalized), so `generate`, beam search and cross-entropy work
+unchanged. Keyword arguments beyond those `forward` names (attention outputs, decoder masks) are
+accepted for `generate`'s sake and ignored.
 
 Registered with the Auto classes as model type `pointer_t5`: `AutoConfig.for_model("pointer_t5",
 ...)` builds one, and exported folders load through `AutoModelForSeq2SeqLM` once `rerag` is
@@ -48,9 +52,7 @@ class PointerT5ForConditionalGeneration(T5ForConditionalGeneration):
         self.copy_key = nn.Linear(d, d, bias=False)
         self.copy_gate = nn.Linear(2 * d, 1)  # g from the decoder state and the attended input
         self.post_init()
-        # Score bonus for the position right after an occurrence of the previous output token, so a
-        # copied span continues (CopyNet's "selective read", Gu et al. 2016). Starts at a prior that
-        # favours continuing; trained like every other weight.
+        # The continuation bonus starts at a prior that favours continuing a span; it is trained.
         self.copy_continuation = nn.Parameter(torch.tensor(float(config.copy_continuation_init)))
 
     def forward(self, input_ids=None, attention_mask=None, decoder_input_ids=None, encoder_outputs=None,

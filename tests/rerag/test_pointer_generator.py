@@ -47,6 +47,19 @@ def test_closed_gate_puts_all_mass_on_the_input_tokens(pointer):
     assert row[:, tok.pad_token_id].max() < 1e-20
 
 
+def test_continuation_bonus_copies_the_token_after_the_previous_output(pointer):
+    model, tok, enc = pointer
+    with torch.no_grad():
+        model.copy_gate.bias.fill_(-1e4)  # copy only
+        model.copy_query.weight.zero_()   # content scores 0: only the continuation bonus decides
+        model.copy_continuation.fill_(50.0)
+    ids = enc.input_ids[:1]
+    pos = next(i for i in range(1, ids.shape[1] - 1) if (ids[0] == ids[0, i]).sum() == 1)  # a unique token
+    start = torch.tensor([[model.config.decoder_start_token_id, int(ids[0, pos])]])
+    probs = model(input_ids=ids, attention_mask=enc.attention_mask[:1], decoder_input_ids=start).logits.exp()
+    assert probs[0, 1, ids[0, pos + 1]] > 0.99
+
+
 def test_copy_head_gets_gradients_and_loss_is_finite(pointer):
     model, tok, enc = pointer
     model.train()
