@@ -306,7 +306,7 @@ def pretrain(cfg: PretrainConfig, corpus_cfg: CorpusConfig | None = None, log=pr
     torch.manual_seed(cfg.seed)
     tokenizer = load_tokenizer(cfg.tokenizer)
     corpus = ReadingCorpus(corpus_cfg or CorpusConfig(), vocab_pieces(tokenizer))
-    generator = Generator(build_reader(cfg, tokenizer), tokenizer, cfg.max_answer_length)
+    generator = Generator(build_reader(cfg, tokenizer), tokenizer, cfg.max_answer_length, cfg.template, cfg.max_length)
     generator.train()
     eval_sets = {"heldout": corpus.examples(cfg.n_eval, seed=cfg.seed + 1_000_003), **(eval_sets or {})}
     opt = torch.optim.AdamW(generator.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
@@ -345,7 +345,6 @@ def save_reader(generator, cfg: PretrainConfig, corpus_cfg: CorpusConfig, rows: 
     """Write the reader as a generator folder (`Generator.from_pretrained` reads it; so does
     `ModelSpec(name_or_path=...)`) with `pretraining.json`: the settings and the log."""
     out = Path(cfg.out_dir)
-    generator.template, generator.max_length = cfg.template, cfg.max_length
     generator.save_pretrained(out)
     with open(out / "pretraining.json", "w") as f:
         json.dump({"command": "rerag pretrain", "pretrain": asdict(cfg), "corpus": asdict(corpus_cfg),
