@@ -1,5 +1,4 @@
-"""Does the embedded default learn, and not only on its own world? (issue: "the embedded default
-learns").
+"""Does the embedded default learn, on its own world and on one the project did not generate?
 
 Runs `rerag fit --config configs/demo.yaml` unchanged on the synthetic world it ships with, and
 the same config pointed at a world the project's generator did not make
