@@ -50,16 +50,11 @@ class Generator(nn.Module):
         never generated: a pad label is masked, so an answer of pads would score log-likelihood 0."""
         out = self.model.generate(input_ids=input_ids, attention_mask=attention_mask,
                                   num_beams=num_beams, max_new_tokens=self.max_answer_length,
-                                  do_sample=False, bad_words_ids=[[self.tokenizer.pad_token_id]],
-                                  **self._copy_source(input_ids))
+                                  do_sample=False, bad_words_ids=[[self.tokenizer.pad_token_id]])
         texts = self.tokenizer.batch_decode(out, skip_special_tokens=True)
         labels = out[:, 1:].clone()  # drop the decoder start token
         labels[labels == self.tokenizer.pad_token_id] = -100
         return [t.strip() for t in texts], self.answer_loglik(input_ids, attention_mask, labels)
-
-    def _copy_source(self, input_ids: torch.Tensor) -> dict:
-        # A copy head (pointer_t5) needs the input ids at every decoding step.
-        return {"source_ids": input_ids} if self.model.config.model_type == "pointer_t5" else {}
 
     def save_pretrained(self, directory: str | Path) -> None:
         """Write the model (safetensors, or only its LoRA adapters when it has them), its

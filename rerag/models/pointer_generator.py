@@ -18,8 +18,8 @@ accepted for `generate`'s sake and ignored.
 
 Registered with the Auto classes as model type `pointer_t5`: `AutoConfig.for_model("pointer_t5",
 ...)` builds one, and exported folders load through `AutoModelForSeq2SeqLM` once `rerag` is
-imported. In `generate`, pass the input ids again as `source_ids` (the decoder steps after the
-first one see only the cached encoder states).
+imported. `generate` hands the input ids to every decoding step as `source_ids` (the steps after
+the first see only the cached encoder states), so callers use it like any seq2seq model's.
 """
 from __future__ import annotations
 
@@ -55,12 +55,16 @@ class PointerT5ForConditionalGeneration(T5ForConditionalGeneration):
         # The continuation bonus starts at a prior that favours continuing a span; it is trained.
         self.copy_continuation = nn.Parameter(torch.tensor(float(config.copy_continuation_init)))
 
+    def generate(self, input_ids=None, **kwargs):
+        kwargs.setdefault("source_ids", input_ids if input_ids is not None else kwargs.get("inputs"))
+        return super().generate(input_ids=input_ids, **kwargs)
+
     def forward(self, input_ids=None, attention_mask=None, decoder_input_ids=None, encoder_outputs=None,
                 past_key_values=None, labels=None, use_cache=None, source_ids=None, **kwargs) -> Seq2SeqLMOutput:
         source_ids = input_ids if input_ids is not None else source_ids
         if source_ids is None:
-            raise ValueError("PointerT5ForConditionalGeneration needs the input ids: pass `source_ids` "
-                             "to generate() (or `input_ids` to forward())")
+            raise ValueError("PointerT5ForConditionalGeneration needs the input ids: pass `input_ids` "
+                             "(or, with `encoder_outputs`, `source_ids`)")
         if encoder_outputs is None:
             encoder_outputs = self.encoder(input_ids=input_ids, attention_mask=attention_mask)
         elif not isinstance(encoder_outputs, BaseModelOutput):
