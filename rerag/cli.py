@@ -41,15 +41,16 @@ def make_demo_data(argv: list[str]) -> None:
 
 
 def make_tokenizer(argv: list[str]) -> None:
-    from rerag.data.tokenizer import make_demo_tokenizer
+    from rerag.data.tokenizer import ENGLISH_WORDS, make_demo_tokenizer
 
     p = argparse.ArgumentParser(prog="rerag make-tokenizer",
-                                description="Train the byte-level BPE tokenizer shipped as rerag:assets/demo_tokenizer.")
+                                description="Train the byte-level BPE tokenizer shipped as rerag:assets/demo_tokenizer "
+                                            "on English word frequencies.")
     p.add_argument("--out", default="rerag/assets/demo_tokenizer")
-    p.add_argument("--vocab-size", type=int, default=4096)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--vocab-size", type=int, default=8192)
+    p.add_argument("--words", default=ENGLISH_WORDS, help="word list, most frequent first (default: %(default)s)")
     args = p.parse_args(argv)
-    print(make_demo_tokenizer(args.out, args.vocab_size, args.seed))
+    print(make_demo_tokenizer(args.out, args.vocab_size, args.words))
 
 
 def _model_args(p: argparse.ArgumentParser) -> None:

