@@ -2,7 +2,8 @@
 
 Scores each training question's first K contexts once with the reader (F_ij, eq. 8), then
 trains the demo config's random-init RE alone on L_gen + L_re + L_tok (eq. 12) with F fixed, and
-prints dev Recall@1 by step, one row per RE tokenizer. A check in minutes, instead of the demo's
+prints dev Recall@1 by step, one row per RE tokenizer. The default data is the foreign world
+(`python benchmarks/foreign_world.py --out data/foreign` writes it; `demo_learning.py` does too). A check in minutes, instead of the demo's
 joint run, of whether the RE can learn a dataset with a given tokenizer; it chose the demo
 tokenizer (BENCHMARKS.md). The RE never sees `has_answer`; dev Recall@1 does.
 
@@ -72,10 +73,11 @@ def main() -> None:
     args = p.parse_args()
     cfg = yaml.safe_load(args.config.read_text())
     model, data = cfg["model"], cfg["data"]
-    k, length, batch = data["n_train_contexts"], model["re_max_length"], data["batch_size"]
+    k, k_eval, length, batch = data["n_train_contexts"], data["n_eval_contexts"], model["re_max_length"], data["batch_size"]
     train, dev = list(read_fid(args.data / "train.jsonl")), list(read_fid(args.data / "dev.jsonl"))
     start = time.time()
-    targets = reader_scores(Generator.from_pretrained(args.reader), train, k, model["generator_max_length"])
+    reader = Generator.from_pretrained(args.reader, max_answer_length=model["max_answer_length"])
+    targets = reader_scores(reader, train, k, model["generator_max_length"])
     print(f"reader scores for {len(train)} x {k} pairs: {time.time() - start:.0f} s")
     bm25 = sum(r["ctxs"][0]["has_answer"] for r in dev) / len(dev)
     steps = list(range(0, args.steps + 1, args.eval_every))
@@ -87,7 +89,7 @@ def main() -> None:
         estimator = RelevanceEstimator(build_seq2seq(ModelSpec(config=model["estimator"]["config"]), tokenizer), tokenizer,
                                        model["true_word"], model["false_word"], model["re_template"], length)
         optimizer = torch.optim.AdamW(estimator.parameters(), lr=model["lr"], weight_decay=model["weight_decay"])
-        curve, order, start = [recall_at_1(estimator, dev, k, length)], [], time.time()
+        curve, order, start = [recall_at_1(estimator, dev, k_eval, length)], [], time.time()
         for step in range(1, args.steps + 1):
             if len(order) < batch:
                 order = rng.sample(range(len(train)), len(train))
@@ -101,7 +103,7 @@ def main() -> None:
             torch.nn.utils.clip_grad_norm_(estimator.parameters(), cfg["trainer"]["gradient_clip_val"])
             optimizer.step()
             if step % args.eval_every == 0:
-                curve.append(recall_at_1(estimator, dev, k, length))
+                curve.append(recall_at_1(estimator, dev, k_eval, length))
         lengths = encode(tokenizer, estimator.template, train[:50], k, length)["attention_mask"].sum(1).float().mean()
         rows.append((name, lengths.item(), time.time() - start, curve))
     print(f"\nDev RE Recall@1 by step ({len(dev)} questions, BM25 Recall@1 {bm25:.3f}):\n")

