@@ -21,7 +21,7 @@ import torch
 import yaml
 
 from rerag.data.fid_format import read_fid
-from rerag.data.inputs import format_pairs
+from rerag.inputs import format_pairs
 from rerag.losses import rerag_loss
 from rerag.models.estimator import RelevanceEstimator
 from rerag.models.generator import Generator

@@ -1,6 +1,7 @@
 """Ensemble of Retrievers (EoR; Li et al., "Unraveling and Mitigating Retriever Inconsistencies in
 Retrieval-Augmented Large Language Models"): retrievers and their ops, the voter, its weight
-search, and the retriever-inconsistency analysis. Stands alone: imports neither `rerag` nor `erag`.
+search, and the retriever-inconsistency analysis. Builds on `erag`'s shared vocabulary (answer
+matching, the reader and reranker contracts) and never imports `rerag`.
 """
 from eor.analysis import ErrorDecomposition, contains, error_decomposition, mrlr, mrwr, oracle_upper_bound, rwr_matrix
 from eor.corpus import CorpusError, Passage, load_corpus
@@ -30,10 +31,7 @@ from eor.similarity import (
     Similarity,
     TokenF1,
     build_metric,
-    exact_match,
-    normalize_answer,
     similarity_tensor,
-    token_f1,
 )
 from eor.voter import POOLINGS, Voter, VoterWeights, pool, select, voter_scores
 
@@ -43,8 +41,8 @@ __all__ = [
     "ErrorDecomposition", "ExactMatch", "Generate", "NLIEntailment", "NoRetriever", "PK_PROMPT", "POOLINGS",
     "ParametricRetriever", "Passage", "PoolOutput", "Reader", "Registry", "Rerank", "Reranker", "Retriever",
     "RetrieverNameError", "SearchConfig", "Similarity", "TokenF1", "Truncate", "Voter", "VoterWeights",
-    "WebSearchRetriever", "build_metric", "contains", "error_decomposition", "evaluate_eor", "exact_match",
-    "learn_weights", "load_corpus", "mrlr", "mrwr", "normalize_answer", "oracle_upper_bound", "parse_retriever",
-    "plot_boxplot", "plot_heatmap", "pool", "read_pool", "rwr_matrix", "select", "similarity_tensor", "token_f1",
+    "WebSearchRetriever", "build_metric", "contains", "error_decomposition", "evaluate_eor",
+    "learn_weights", "load_corpus", "mrlr", "mrwr", "oracle_upper_bound", "parse_retriever",
+    "plot_boxplot", "plot_heatmap", "pool", "read_pool", "rwr_matrix", "select", "similarity_tensor",
     "voter_accuracy", "voter_scores",
 ]

@@ -9,7 +9,7 @@ from typing import Sequence
 
 import numpy as np
 
-from eor.similarity import exact_match, normalize_answer
+from erag.answers import exact_match, normalize_answer
 
 
 def _as_correct(correct) -> np.ndarray:
@@ -110,7 +110,7 @@ def error_decomposition(
     if len(documents) != num_retrievers or any(len(r) != num_questions for r in [*answers, *documents]):
         raise ValueError("answers and documents must both be [retrievers][questions] matching gold")
     if correct is None:
-        correct = [[max(exact_match(a, g) for g in golds) > 0 for a, golds in zip(row, gold)] for row in answers]
+        correct = [[exact_match(a, golds) > 0 for a, golds in zip(row, gold)] for row in answers]
     correct = np.asarray(correct, dtype=bool).reshape(num_retrievers, num_questions)
     kept = np.array([
         n for n in range(num_questions)

@@ -14,7 +14,9 @@ from eor.learning import SearchConfig, learn_weights
 from eor.plots import plot_boxplot, plot_heatmap
 from eor.reader import Reader, read_pool
 from eor.retrievers.base import Retriever
-from eor.similarity import Similarity, build_metric, exact_match, similarity_tensor, token_f1
+from erag.answers import exact_match, token_f1
+
+from eor.similarity import Similarity, build_metric, similarity_tensor
 from eor.voter import Voter, VoterWeights
 
 
@@ -90,8 +92,8 @@ def evaluate_eor(
         raise ValueError(f"{len(questions)} questions but {len(gold_answers)} gold answer lists")
     pool = read_pool(retrievers, reader, questions, config.batch_size)
     metrics = list(metrics) if metrics is not None else [build_metric(spec) for spec in config.metrics]
-    em = np.array([[max(exact_match(a, g) for g in gold) for a, gold in zip(row, gold_answers)] for row in pool.answers])
-    f1 = np.array([[max(token_f1(a, g) for g in gold) for a, gold in zip(row, gold_answers)] for row in pool.answers])
+    em = np.array([[exact_match(a, gold) for a, gold in zip(row, gold_answers)] for row in pool.answers])
+    f1 = np.array([[token_f1(a, gold) for a, gold in zip(row, gold_answers)] for row in pool.answers])
     sim = similarity_tensor(pool.answers, metrics)
 
     order = np.random.default_rng(config.seed).permutation(len(questions))

@@ -8,16 +8,14 @@ that priority cannot express the tree, e.g. `(BM25@20)@RR` or `(BM25&Dense)@RR@1
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Callable, Sequence
+from typing import Sequence
 
 import numpy as np
+from erag.contracts import Reranker
 
 from eor.corpus import Passage
 from eor.encoder import Encoder
 from eor.retrievers.base import Generate, Retriever
-
-#: Scores passages for a question, higher is more relevant: `(question, passages) -> scores`.
-Reranker = Callable[[str, list[str]], Sequence[float]]
 
 #: The paper's compression template (appendix C.2).
 CP_PROMPT = (

@@ -2,12 +2,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Sequence
+
+from erag.contracts import Reader
 
 from eor.retrievers.base import Retriever
-
-#: The reader interface shared by the packages: (questions, contexts per question) -> answers.
-Reader = Callable[[list[str], list[list[str]]], list[str]]
 
 
 @dataclass

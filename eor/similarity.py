@@ -6,14 +6,13 @@ a `name` (the key of its weight in `VoterWeights`) and `symmetric` (sim(a, b) ==
 """
 from __future__ import annotations
 
-import re
-import string
-from collections import Counter
 from pathlib import Path
 from typing import Protocol, Sequence
 
 import numpy as np
 import torch
+
+from erag.answers import exact_match, token_f1
 
 from eor.encoder import Encoder
 
@@ -25,44 +24,18 @@ class Similarity(Protocol):
     def __call__(self, a: Sequence[str], b: Sequence[str]) -> np.ndarray: ...
 
 
-_PUNCTUATION = str.maketrans("", "", string.punctuation)
-
-
-def normalize_answer(text: str) -> str:
-    """SQuAD normalization: lowercase, drop punctuation and articles, collapse whitespace."""
-    text = text.lower().translate(_PUNCTUATION)
-    return " ".join(re.sub(r"\b(a|an|the)\b", " ", text).split())
-
-
-def exact_match(a: str, b: str) -> float:
-    """1.0 when the normalized answers are equal."""
-    return float(normalize_answer(a) == normalize_answer(b))
-
-
-def token_f1(a: str, b: str) -> float:
-    """SQuAD token F1 between normalized answers (1.0 when both are empty)."""
-    a_tokens, b_tokens = normalize_answer(a).split(), normalize_answer(b).split()
-    if not a_tokens or not b_tokens:
-        return float(a_tokens == b_tokens)
-    common = sum((Counter(a_tokens) & Counter(b_tokens)).values())
-    if common == 0:
-        return 0.0
-    precision, recall = common / len(a_tokens), common / len(b_tokens)
-    return 2 * precision * recall / (precision + recall)
-
-
 class ExactMatch:
     name, symmetric = "em", True
 
     def __call__(self, a: Sequence[str], b: Sequence[str]) -> np.ndarray:
-        return np.array([exact_match(x, y) for x, y in zip(a, b)], dtype=np.float32)
+        return np.array([exact_match(x, [y]) for x, y in zip(a, b)], dtype=np.float32)
 
 
 class TokenF1:
     name, symmetric = "f1", True
 
     def __call__(self, a: Sequence[str], b: Sequence[str]) -> np.ndarray:
-        return np.array([token_f1(x, y) for x, y in zip(a, b)], dtype=np.float32)
+        return np.array([token_f1(x, [y]) for x, y in zip(a, b)], dtype=np.float32)
 
 
 class BERTScore:

@@ -5,11 +5,12 @@ that document is its relevance label (eq. 1), and retrieval metrics over those l
 ranked list. This package stands alone: it never imports ``rerag`` or ``eor``.
 """
 from .annotate import annotate, per_document_outputs
-from .baselines import contains_answer_labels, has_answer, llm_judge_labels
+from .answers import exact_match, has_answer, normalize_answer, token_f1
+from .baselines import contains_answer_labels, llm_judge_labels
 from .callback import ERAGCallback
-from .contracts import Reader
+from .contracts import Reader, Reranker
 from .correlation import correlate
-from .downstream import DOWNSTREAM_METRICS, accuracy, exact_match, normalize_answer, rouge_l, token_f1
+from .downstream import DOWNSTREAM_METRICS, accuracy, rouge_l
 from .end_to_end import compare_with_end_to_end, end_to_end_scores
 from .evaluate import evaluate
 from .readers import HFReader
@@ -21,6 +22,7 @@ __all__ = [
     "ERAGCallback",
     "HFReader",
     "Reader",
+    "Reranker",
     "accuracy",
     "annotate",
     "compare_with_end_to_end",

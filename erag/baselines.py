@@ -9,34 +9,15 @@
 from __future__ import annotations
 
 import re
-import unicodedata
-from typing import Sequence
 
 from .annotate import per_document_outputs
+from .answers import has_answer
 from .contracts import ExpectedOutputs, Reader, RetrievalResults, validate_inputs
-
-# DPR's SimpleTokenizer keeps runs of letters, digits and combining marks, and every other
-# non-space character as its own token.
-_TOKEN = re.compile(r"(?:[^\W_]|[\u0300-\u036f])+|[^\w\s]|_")
 
 JUDGE_PROMPT = (
     "Is the document relevant to the question, that is, does it help to answer it? "
     "Reply with yes or no only.\nQuestion: {question}"
 )
-
-
-def _tokens(text: str) -> list[str]:
-    return _TOKEN.findall(unicodedata.normalize("NFD", text).lower())
-
-
-def has_answer(text: str, answers: Sequence[str]) -> bool:
-    """DPR-style match: some answer's token sequence occurs in the document's token sequence."""
-    tokens = _tokens(text)
-    for answer in answers:
-        needle = _tokens(answer)
-        if needle and any(tokens[i : i + len(needle)] == needle for i in range(len(tokens) - len(needle) + 1)):
-            return True
-    return False
 
 
 def contains_answer_labels(

@@ -1,14 +1,19 @@
-"""The inputs eRAG takes and how it calls a reader.
+"""The contracts every package shares, defined once here, and the inputs eRAG takes.
 
-A reader is the LLM M of §2: any callable ``(questions, contexts) -> answers`` where
-``contexts[i]`` is the list of documents given with ``questions[i]``. Queries are keyed by id, so
-two queries with the same text stay two queries.
+- ``Reader``: the LLM M of eRAG §2 (and EoR's RALM, RE-RAG's generator as a reader): any callable
+  ``(questions, contexts) -> answers`` where ``contexts[i]`` is the list of passages (strings)
+  given with ``questions[i]``; one answer string per question.
+- ``Reranker``: ``(question, passages) -> scores``, one float per passage, higher is more
+  relevant (EoR's @RR op; RE-RAG's ``RelevanceEstimator.score``).
+
+eRAG's inputs are keyed by query id, so two queries with the same text stay two queries.
 """
 from __future__ import annotations
 
 from typing import Callable, Mapping, Sequence
 
 Reader = Callable[[list[str], list[list[str]]], list[str]]
+Reranker = Callable[[str, list[str]], Sequence[float]]
 RetrievalResults = Mapping[str, Mapping[str, object]]  # {query_id: {"question": str, "documents": [str]}}
 ExpectedOutputs = Mapping[str, Sequence[str]]  # {query_id: [gold output, ...]}
 

@@ -1,51 +1,20 @@
 """Downstream metrics E_M of eq. 1 (§2): score one reader output against the gold outputs.
 
 A metric maps ``(prediction, references)`` to a value in [0, 1], the best over the references.
+EM and F1 are the project's one definition in ``erag.answers``.
 The paper uses EM for NQ, TriviaQA and HotpotQA, accuracy for FEVER and F1 for WoW (§3.1); any
 callable with the same signature serves as well.
 """
 from __future__ import annotations
 
-import collections
 import functools
-import re
-import string
 from typing import Callable, Sequence, Union
 
 from rouge_score import rouge_scorer
 
+from .answers import exact_match, normalize_answer, token_f1
+
 DownstreamMetric = Callable[[str, Sequence[str]], float]
-
-_PUNCTUATION = set(string.punctuation)
-
-
-def normalize_answer(text: str) -> str:
-    """SQuAD normalization: lower case, drop punctuation and articles, collapse white space."""
-    text = "".join(ch for ch in text.lower() if ch not in _PUNCTUATION)
-    text = re.sub(r"\b(a|an|the)\b", " ", text)
-    return " ".join(text.split())
-
-
-def exact_match(prediction: str, references: Sequence[str]) -> float:
-    """1.0 when the normalized prediction equals a normalized reference, else 0.0."""
-    normalized = normalize_answer(prediction)
-    return float(any(normalized == normalize_answer(ref) for ref in references))
-
-
-def _token_f1(prediction_tokens: list[str], reference_tokens: list[str]) -> float:
-    common = collections.Counter(prediction_tokens) & collections.Counter(reference_tokens)
-    overlap = sum(common.values())
-    if overlap == 0:
-        return 0.0
-    precision = overlap / len(prediction_tokens)
-    recall = overlap / len(reference_tokens)
-    return 2 * precision * recall / (precision + recall)
-
-
-def token_f1(prediction: str, references: Sequence[str]) -> float:
-    """SQuAD token F1 between normalized prediction and the best reference."""
-    tokens = normalize_answer(prediction).split()
-    return max((_token_f1(tokens, normalize_answer(ref).split()) for ref in references), default=0.0)
 
 
 def accuracy(prediction: str, references: Sequence[str]) -> float:

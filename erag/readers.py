@@ -1,25 +1,22 @@
 """Readers backed by Hugging Face language models: the LLM M of §2 as a callable
 ``(questions, contexts) -> answers``.
 
-``HFReader`` wraps any seq2seq (``AutoModelForSeq2SeqLM``) or causal (``AutoModelForCausalLM``)
-model with its tokenizer: it fills a prompt template, applies the tokenizer's chat template when it
-has one, and decodes greedily, one batch per call. The documents of a question are either
-concatenated into one prompt (in-prompt augmentation, IPA) or, for encoder-decoder models,
-encoded one by one and fused in the decoder (Fusion-in-Decoder, FiD; §3.1 and Figure 3).
+``HFReader`` reads through the project's one LM wrapper (``erag.lm``: ``Seq2SeqLM`` or
+``CausalLM``, picked from the model's config): it fills a prompt template, applies the tokenizer's
+chat template when it has one, and decodes greedily, one batch per call. The documents of a
+question are either concatenated into one prompt (in-prompt augmentation, IPA) or, for
+encoder-decoder models, encoded one by one and fused in the decoder (Fusion-in-Decoder, FiD; §3.1
+and Figure 3).
 """
 from __future__ import annotations
 
 from typing import Literal
 
 import torch
-from transformers import (
-    AutoConfig,
-    AutoModelForCausalLM,
-    AutoModelForSeq2SeqLM,
-    AutoTokenizer,
-    PreTrainedModel,
-)
+from transformers import PreTrainedModel
 from transformers.modeling_outputs import BaseModelOutput
+
+from .lm import lm_for, load_lm
 
 DEFAULT_PROMPT = "Answer the question using the context.\nContext: {context}\nQuestion: {question}\nAnswer:"
 
@@ -57,46 +54,26 @@ class HFReader:
             raise ValueError(f"fusion must be 'concat' or 'fid', got {fusion!r}")
         if fusion == "fid" and not self.is_encoder_decoder:
             raise ValueError("fusion='fid' needs an encoder-decoder model")
-        if tokenizer.pad_token is None:
-            tokenizer.pad_token = tokenizer.eos_token
-        self.model = model
-        self.tokenizer = tokenizer
-        self.prompt_template = prompt_template
-        self.max_new_tokens = max_new_tokens
-        self.max_input_length = max_input_length
-        self.fusion = fusion
-        self.context_separator = context_separator
+        self.lm = lm_for(model, tokenizer, template=prompt_template, max_length=max_input_length,
+                         max_new_tokens=max_new_tokens)
+        self.model, self.tokenizer = model, self.lm.tokenizer
+        self.prompt_template, self.max_new_tokens = prompt_template, max_new_tokens
+        self.fusion, self.context_separator = fusion, context_separator
         self.generate_kwargs = generate_kwargs or {}
 
     @classmethod
     def from_pretrained(cls, name_or_path: str, *, model_kwargs: dict | None = None, **reader_kwargs) -> "HFReader":
         """Load tokenizer and model (seq2seq or causal, read from the config) and build a reader.
         ``model_kwargs`` go to ``from_pretrained`` (e.g. ``dtype``, ``device_map``)."""
-        config = AutoConfig.from_pretrained(name_or_path)
-        auto = AutoModelForSeq2SeqLM if config.is_encoder_decoder else AutoModelForCausalLM
-        model = auto.from_pretrained(name_or_path, **(model_kwargs or {})).eval()
-        return cls(model, AutoTokenizer.from_pretrained(name_or_path), **reader_kwargs)
+        lm = load_lm(name_or_path, model_kwargs=model_kwargs)
+        return cls(lm.model, lm.tokenizer, **reader_kwargs)
 
     def prompt(self, question: str, context: str) -> str:
         """The model's input text for one question and context."""
-        text = self.prompt_template.format(question=question, context=context)
-        if self.tokenizer.chat_template is None:
-            return text
-        return self.tokenizer.apply_chat_template(
-            [{"role": "user", "content": text}], tokenize=False, add_generation_prompt=True
-        )
+        return self.lm.format(self.prompt_template.format(question=question, context=context))
 
     def _encode(self, prompts: list[str]) -> dict[str, torch.Tensor]:
-        encoded = self.tokenizer(
-            prompts,
-            padding=True,
-            truncation=self.max_input_length is not None,
-            max_length=self.max_input_length,
-            add_special_tokens=self.tokenizer.chat_template is None,  # the template holds them
-            padding_side="right" if self.is_encoder_decoder else "left",
-            return_tensors="pt",
-        )
-        return {name: encoded[name].to(self.model.device) for name in ("input_ids", "attention_mask")}
+        return self.lm.encode(prompts, padding_side="right" if self.is_encoder_decoder else "left")
 
     def _generate(self, **inputs) -> torch.Tensor:
         return self.model.generate(

@@ -1,14 +1,21 @@
-"""The `rerag` command: LightningCLI's fit, validate, test and predict, plus the package's
-own subcommands (`COMMANDS`: make-demo-data, make-tokenizer, pretrain, export, rerank, predict-file,
-unanswerable-report, eor, erag)."""
+"""The `rerag` command (also `python -m rerag`): one table of subcommands, one style.
+
+| subcommand | what it does |
+|---|---|
+| fit, validate, test, predict | LightningCLI over `RERAGModule` and a `RERAGDataModule` (subclass) |
+| the rest (`COMMANDS`) | a typed function each, parsed by jsonargparse from its signature and docstring |
+
+Every subcommand takes `--help`, `--config FILE` and `--print_config`. `rerag --help` lists them all.
+"""
 from __future__ import annotations
 
-import argparse
 import sys
+from typing import Literal
 
 from lightning.pytorch.cli import LightningCLI
 
 from rerag.data.datamodule import RERAGDataModule
+from rerag.demo.reader_pretraining import CorpusConfig, PretrainConfig
 from rerag.module import RERAGModule
 
 
@@ -17,7 +24,7 @@ class RERAGCLI(LightningCLI):
         # The data side tokenizes with the models' own tokenizers and input settings.
         for name in ("re_tokenizer", "generator_tokenizer", "re_template", "re_max_length", "generator_template",
                      "generator_max_length", "max_answer_length"):
-            parser.link_arguments(f"model.{name}", f"data.{name}")
+            parser.link_arguments(f"model.{name}", f"data.init_args.{name}")
         parser.add_argument("--test_after_fit", type=bool, default=False,
                             help="after fit, run test on the best checkpoint (or the last weights)")
 
@@ -29,170 +36,204 @@ class RERAGCLI(LightningCLI):
         self.trainer.test(self.model, datamodule=self.datamodule, ckpt_path=best)
 
 
-def make_demo_data(argv: list[str]) -> None:
-    from rerag.data.synthetic import WorldConfig, write_world
+def _device(device: str | None) -> str:
+    import torch
 
-    p = argparse.ArgumentParser(prog="rerag make-demo-data", description="Write the synthetic world as FiD JSONL.")
-    p.add_argument("--out", default="data/demo")
-    p.add_argument("--seed", type=int, default=0)
-    args = p.parse_args(argv)
-    for split, path in write_world(args.out, WorldConfig(seed=args.seed)).items():
+    return device or ("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def make_demo_data(*, out: str = "data/demo", seed: int = 0) -> None:
+    """Write the synthetic world (corpus and FiD train/dev/test JSONL).
+
+    Args:
+        out: output folder.
+        seed: the world's seed.
+    """
+    from rerag.demo.world import WorldConfig, write_world
+
+    for split, path in write_world(out, WorldConfig(seed=seed)).items():
         print(f"{split}: {path}")
 
 
-def make_tokenizer(argv: list[str]) -> None:
-    from rerag.data.tokenizer import ENGLISH_WORDS, make_demo_tokenizer
+def make_tokenizer(*, out: str = "rerag/assets/demo_tokenizer", vocab_size: int = 8192, words: str | None = None) -> None:
+    """Train the demo's byte-level BPE tokenizer on English word frequencies.
 
-    p = argparse.ArgumentParser(prog="rerag make-tokenizer",
-                                description="Train the byte-level BPE tokenizer shipped as rerag:assets/demo_tokenizer "
-                                            "on English word frequencies.")
-    p.add_argument("--out", default="rerag/assets/demo_tokenizer")
-    p.add_argument("--vocab-size", type=int, default=8192)
-    p.add_argument("--words", default=ENGLISH_WORDS, help="word list, most frequent first (default: %(default)s)")
-    args = p.parse_args(argv)
-    print(make_demo_tokenizer(args.out, args.vocab_size, args.words))
+    Args:
+        out: output folder (the shipped one is rerag/assets/demo_tokenizer).
+        vocab_size: vocabulary size.
+        words: word list, most frequent first (default: all-MiniLM-L6-v2's vocabulary, installed offline).
+    """
+    from rerag.demo.tokenizer import ENGLISH_WORDS, make_demo_tokenizer
 
-
-def _model_args(p: argparse.ArgumentParser) -> None:
-    import torch
-
-    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu",
-                   help="cpu | cuda (default: cuda when available)")
-    p.add_argument("--trust-remote-code", action="store_true", help="allow model code from the model folders (off)")
+    print(make_demo_tokenizer(out, vocab_size, words or ENGLISH_WORDS))
 
 
-def export_models(argv: list[str]) -> None:
-    from rerag.export import export, load_checkpoint
+def pretrain(*, reader: PretrainConfig | None = None, corpus: CorpusConfig | None = None) -> None:
+    """Pretrain the copy-head reader the demo's generator starts from.
 
-    p = argparse.ArgumentParser(prog="rerag export", description="Write a Lightning checkpoint's RE and generator as "
-                                "Hugging Face folders OUT/estimator and OUT/generator (safetensors, tokenizer, JSON).")
-    p.add_argument("--checkpoint", required=True, help="a checkpoint written by `rerag fit`")
-    p.add_argument("--out", required=True, help="output folder")
-    p.add_argument("--adapters-only", action="store_true",
-                   help="write LoRA adapters instead of merged weights (needs base models loaded from a name or path)")
-    args = p.parse_args(argv)
-    for name, path in export(*load_checkpoint(args.checkpoint), args.out, args.adapters_only).items():
+    Args:
+        reader: the reader's size and training run (`rerag.demo.reader_pretraining.PretrainConfig`).
+        corpus: the synthetic reading corpus (`rerag.demo.reader_pretraining.CorpusConfig`).
+    """
+    from rerag.demo.reader_pretraining import pretrain as run, save_reader
+
+    reader, corpus = reader or PretrainConfig(), corpus or CorpusConfig()
+    generator, rows = run(reader, corpus)
+    print(save_reader(generator, reader, corpus, rows))
+
+
+def export(*, checkpoint: str, out: str, adapters_only: bool = False) -> None:
+    """Write a checkpoint's RE and generator as Hugging Face folders OUT/estimator and OUT/generator.
+
+    Args:
+        checkpoint: a checkpoint written by `rerag fit`.
+        out: output folder.
+        adapters_only: write LoRA adapters instead of merged weights (needs base models loaded from a name or path).
+    """
+    from rerag.infer.export import export as run, load_checkpoint
+
+    for name, path in run(*load_checkpoint(checkpoint), out, adapters_only).items():
         print(f"{name}: {path}")
 
 
-def rerank_contexts(argv: list[str]) -> None:
+def rerank(*, estimator: str, input: str, output: str, top_k: int | None = None, batch_size: int = 64,
+           device: str | None = None, trust_remote_code: bool = False) -> None:
+    """Rerank a FiD file's contexts with an exported RE (re_score = s, re_prob = sigmoid s).
+
+    Args:
+        estimator: the RE folder written by `rerag export` (OUT/estimator).
+        input: FiD JSON or JSONL.
+        output: JSONL, or a JSON list when the name ends with .json.
+        top_k: contexts kept per question (default: all).
+        batch_size: contexts of a question per RE forward pass.
+        device: cpu | cuda (default: cuda when available).
+        trust_remote_code: allow model code from the model folder.
+    """
+    from rerag.infer.rerank import rerank_file
     from rerag.models.estimator import RelevanceEstimator
-    from rerag.rerank import rerank_file
 
-    p = argparse.ArgumentParser(prog="rerag rerank", description="Rerank a FiD-format file with an exported RE: "
-                                "contexts sorted by the RE's log-odds s, cut to top-k, with re_score (s) and "
-                                "re_prob (sigmoid s).")
-    p.add_argument("--estimator", required=True, help="the RE folder written by `rerag export` (OUT/estimator)")
-    p.add_argument("--input", required=True, help="FiD JSON or JSONL")
-    p.add_argument("--output", required=True, help="JSONL, or a JSON list when the name ends with .json")
-    p.add_argument("--top-k", type=int, default=None, help="contexts kept per question (default: all)")
-    p.add_argument("--batch-size", type=int, default=64, help="contexts of a question per RE forward pass")
-    _model_args(p)
-    args = p.parse_args(argv)
-    estimator = RelevanceEstimator.from_pretrained(args.estimator, args.trust_remote_code).to(args.device)
-    n = rerank_file(estimator, args.input, args.output, args.top_k, args.batch_size)
-    print(f"{n} questions -> {args.output}")
+    model = RelevanceEstimator.from_pretrained(estimator, trust_remote_code).to(_device(device))
+    n = rerank_file(model, input, output, top_k, batch_size)
+    print(f"{n} questions -> {output}")
 
 
-def predict_file(argv: list[str]) -> None:
+def predict_file(*, input: str, output: str, checkpoint: str | None = None, export_dir: str | None = None,
+                 top_k: int = 25, mode: Literal["rag", "ralm"] = "rag",
+                 marginalization: Literal["fast", "thorough"] = "fast", num_beams: int = 1, llm: str | None = None,
+                 threshold: float | None = None, fallback_llm: str | None = None, batch_size: int = 8,
+                 device: str | None = None, trust_remote_code: bool = False) -> None:
+    """One prediction per question (JSONL): RE top-k, a reader's answer, confidence = max RE over the kept set.
+
+    Args:
+        input: FiD JSON or JSONL (answers optional; needed for the unanswerable report).
+        output: predictions, JSONL.
+        checkpoint: a checkpoint written by `rerag fit` (this or export_dir).
+        export_dir: a folder written by `rerag export` (this or checkpoint).
+        top_k: contexts the RE keeps (paper: 25).
+        mode: rag = per-context answers marginalized with P_RE (eq. 6); ralm = kept contexts in one prompt.
+        marginalization: fast = each answer under its own context; thorough = every candidate under every context.
+        num_beams: beams per generation (1 = greedy).
+        llm: read with this Hugging Face LM (seq2seq, or causal through its chat template) instead of the generator.
+        threshold: confidence below which the fallback answers.
+        fallback_llm: a Hugging Face LM that answers low-confidence questions with no context (default: 'unanswerable').
+        batch_size: questions per reader call.
+        device: cpu | cuda (default: cuda when available).
+        trust_remote_code: allow model code from the model folders.
+    """
     from pathlib import Path
 
-    from rerag.export import load_checkpoint
+    from erag.lm import load_lm
+
+    from rerag.infer.export import load_checkpoint
+    from rerag.infer.predict import predict_file as run
+    from rerag.infer.readers import ParametricReader, RAGReader
     from rerag.models.estimator import RelevanceEstimator
     from rerag.models.generator import Generator
-    from rerag.predict import predict_file as run
-    from rerag.readers import ParametricReader, RAGReader, Seq2SeqLM, load_lm
 
-    p = argparse.ArgumentParser(prog="rerag predict-file", description="One prediction per question (JSONL): the RE's "
-                                "top-k, a reader's answer, confidence = max RE over the kept set; below --threshold, "
-                                "'unanswerable' or a parametric LLM's answer.")
-    source = p.add_mutually_exclusive_group(required=True)
-    source.add_argument("--checkpoint", help="a checkpoint written by `rerag fit`")
-    source.add_argument("--export-dir", help="a folder written by `rerag export`")
-    p.add_argument("--input", required=True, help="FiD JSON or JSONL (answers optional; needed for the report)")
-    p.add_argument("--output", required=True, help="predictions, JSONL")
-    p.add_argument("--top-k", type=int, default=25, help="contexts the RE keeps (paper: 25)")
-    p.add_argument("--mode", choices=["rag", "ralm"], default="rag",
-                   help="rag: per-context answers marginalized with P_RE (eq. 6); ralm: kept contexts in one prompt")
-    p.add_argument("--marginalization", choices=["fast", "thorough"], default="fast",
-                   help="fast: each answer under its own context; thorough: every candidate under every context")
-    p.add_argument("--num-beams", type=int, default=1, help="beams per generation (1 = greedy)")
-    p.add_argument("--llm", help="read with this Hugging Face LM (seq2seq, or causal through its chat template) "
-                   "instead of the trained generator")
-    p.add_argument("--threshold", type=float, help="confidence below which the fallback answers")
-    p.add_argument("--fallback-llm", help="a Hugging Face LM that answers low-confidence questions with no context "
-                   "(default: answer 'unanswerable')")
-    p.add_argument("--batch-size", type=int, default=8, help="questions per reader call")
-    _model_args(p)
-    args = p.parse_args(argv)
-    trust = args.trust_remote_code
-    if args.checkpoint:
-        estimator, generator = load_checkpoint(args.checkpoint)
+    if (checkpoint is None) == (export_dir is None):
+        raise ValueError("give exactly one of --checkpoint or --export_dir")
+    if checkpoint:
+        estimator, generator = load_checkpoint(checkpoint)
     else:
-        estimator = RelevanceEstimator.from_pretrained(Path(args.export_dir) / "estimator", trust)
-        generator = Generator.from_pretrained(Path(args.export_dir) / "generator", trust)
-    lm = load_lm(args.llm, trust) if args.llm else Seq2SeqLM(generator)
-    reader = RAGReader(lm.to(args.device), args.mode, args.marginalization, num_beams=args.num_beams)
+        estimator = RelevanceEstimator.from_pretrained(Path(export_dir) / "estimator", trust_remote_code)
+        generator = Generator.from_pretrained(Path(export_dir) / "generator", trust_remote_code)
+    device = _device(device)
+    lm = load_lm(llm, trust_remote_code) if llm else generator.as_lm()
+    reader = RAGReader(lm.to(device), mode, marginalization, num_beams=num_beams)
     fallback = "unanswerable"
-    if args.fallback_llm:
-        fallback = ParametricReader(load_lm(args.fallback_llm, trust).to(args.device))
-    n = run(args.input, args.output, estimator.to(args.device), reader, top_k=args.top_k, threshold=args.threshold,
-            fallback=fallback, batch_size=args.batch_size)
-    print(f"{n} predictions -> {args.output}")
+    if fallback_llm:
+        fallback = ParametricReader(load_lm(fallback_llm, trust_remote_code).to(device))
+    n = run(input, output, estimator.to(device), reader, top_k=top_k, threshold=threshold, fallback=fallback,
+            batch_size=batch_size)
+    print(f"{n} predictions -> {output}")
 
 
-def unanswerable_report(argv: list[str]) -> None:
+def unanswerable_report(*, dev: str, test: str) -> None:
+    """Search the confidence threshold on dev (0.5..0.9, best F1) and report Tables 3 and 4 on test.
+
+    Args:
+        dev: `rerag predict-file` output on dev (with gold answers).
+        test: `rerag predict-file` output on test (with gold answers).
+    """
     import json
     from pathlib import Path
 
-    from rerag.unanswerable import report
+    from rerag.infer.unanswerable import report
 
-    p = argparse.ArgumentParser(prog="rerag unanswerable-report", description="Search the confidence threshold on "
-                                "dev (0.5..0.9, best F1 of 'the kept contexts hold no answer') and report Tables 3 "
-                                "and 4 on test.")
-    p.add_argument("--dev", required=True, help="`rerag predict-file` output on dev (with gold answers)")
-    p.add_argument("--test", required=True, help="`rerag predict-file` output on test (with gold answers)")
-    args = p.parse_args(argv)
-    dev, test = ([json.loads(line) for line in Path(f).read_text().splitlines() if line.strip()]
-                 for f in (args.dev, args.test))
-    print(report(dev, test))
+    dev_rows, test_rows = ([json.loads(line) for line in Path(f).read_text().splitlines() if line.strip()]
+                           for f in (dev, test))
+    print(report(dev_rows, test_rows))
 
 
-def eor_evaluation(argv: list[str]) -> None:
-    """`rerag eor --config configs/eor/demo.yaml`: EoR over a pool built on the trained RE-RAG."""
-    from jsonargparse import CLI
+def _lazy(module: str, name: str):
+    """The function `module.name`, imported when its subcommand runs (keeps `rerag --help` fast)."""
+    import importlib
 
-    from rerag.eor_evaluation import run_eor
-
-    CLI(run_eor, args=argv, prog="rerag eor")
+    return getattr(importlib.import_module(module), name)
 
 
-def erag_evaluation(argv: list[str]) -> None:
-    """`rerag erag --config configs/erag/demo.yaml`: eRAG of the RE's ranking, JSON + PNG report."""
-    from jsonargparse import CLI
+#: Every package subcommand: name -> (the function jsonargparse parses, or where it lives).
+COMMANDS = {
+    "make-demo-data": make_demo_data,
+    "make-tokenizer": make_tokenizer,
+    "pretrain": pretrain,
+    "export": export,
+    "rerank": rerank,
+    "predict-file": predict_file,
+    "unanswerable-report": unanswerable_report,
+    "eor": ("rerag.integrations.eor_evaluation", "run_eor"),
+    "erag": ("rerag.integrations.erag_evaluation", "run_erag"),
+}
+LIGHTNING = {"fit": "train and validate; test the best checkpoint with --test_after_fit true",
+             "validate": "evaluate on the dev split", "test": "evaluate on the test split",
+             "predict": "write predictions with a LightningModule checkpoint"}
 
-    from rerag.erag_evaluation import run_erag
 
-    CLI(run_erag, args=argv, prog="rerag erag")
-
-
-def pretrain_reader(argv: list[str]) -> None:
-    """`rerag pretrain`: pretrain the copy-head reader the demo's generator starts from."""
-    from rerag.reader_pretraining import main as pretrain_main
-
-    pretrain_main(argv)
+def _function(name: str):
+    target = COMMANDS[name]
+    return _lazy(*target) if isinstance(target, tuple) else target
 
 
-COMMANDS = {"make-demo-data": make_demo_data, "make-tokenizer": make_tokenizer, "pretrain": pretrain_reader,
-            "export": export_models, "rerank": rerank_contexts, "predict-file": predict_file,
-            "unanswerable-report": unanswerable_report, "eor": eor_evaluation, "erag": erag_evaluation}
+def _summary(name: str) -> str:
+    return (_function(name).__doc__ or "").strip().splitlines()[0]
+
+
+def usage() -> str:
+    width = max(map(len, [*COMMANDS, *LIGHTNING]))
+    rows = [f"  {name:<{width}}  {text}" for name, text in LIGHTNING.items()]
+    rows += [f"  {name:<{width}}  {_summary(name)}" for name in COMMANDS]
+    return "usage: rerag SUBCOMMAND [--help] [--config FILE] [--print_config] ...\n\nsubcommands:\n" + "\n".join(rows)
 
 
 def main(argv: list[str] | None = None) -> None:
-    args = sys.argv[1:] if argv is None else argv
-    if args and args[0] in COMMANDS:
-        COMMANDS[args[0]](args[1:])
+    args = sys.argv[1:] if argv is None else list(argv)
+    if not args or args[0] in ("-h", "--help"):
+        print(usage())
         return
-    if args in (["-h"], ["--help"]):
-        print(f"package subcommands (each takes --help): {', '.join(COMMANDS)}\n")
-    RERAGCLI(RERAGModule, RERAGDataModule, args=argv, save_config_kwargs={"overwrite": True})
+    if args[0] in COMMANDS:
+        from jsonargparse import CLI
+
+        CLI(_function(args[0]), args=args[1:], prog=f"rerag {args[0]}")
+        return
+    RERAGCLI(RERAGModule, RERAGDataModule, subclass_mode_data=True, args=None if argv is None else args,
+             save_config_kwargs={"overwrite": True})

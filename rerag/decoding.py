@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from rerag.data.answers import normalize_answer
+from erag.answers import normalize_answer
 
 
 def marginalize_answers(answers: list[str], context_scores: torch.Tensor,

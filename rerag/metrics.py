@@ -9,7 +9,7 @@ import torch
 from torchmetrics import Metric, MetricCollection
 from torchmetrics.retrieval import RetrievalHitRate
 
-from rerag.data.answers import exact_match
+from erag.answers import exact_match
 
 
 class ExactMatch(Metric):

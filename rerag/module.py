@@ -9,9 +9,9 @@ import lightning as L
 import torch
 from torchmetrics import MetricCollection
 
-from rerag.data.inputs import DEFAULT_TEMPLATE
+from rerag.inputs import DEFAULT_TEMPLATE
 from rerag.decoding import marginalize_answers, top_k_per_question
-from rerag.lora import LoraSpec, add_lora
+from rerag.models.lora import LoraSpec, add_lora
 from rerag.losses import rerag_loss
 from rerag.metrics import ExactMatch, recall_at_k
 from rerag.models.estimator import RelevanceEstimator

@@ -3,7 +3,7 @@
 Training batches hold the top `n_train_contexts` contexts of each question, tokenized for the
 RE and for the generator, and one gold answer sampled per question and epoch. Evaluation
 batches hold up to `n_eval_contexts` contexts per question, flattened, with their counts.
-With `demo` set, `prepare_data` writes the synthetic world into `data_dir` first.
+`rerag.demo.DemoDataModule` is this with the synthetic world written by `prepare_data`.
 """
 from __future__ import annotations
 
@@ -14,12 +14,11 @@ from pathlib import Path
 
 import lightning as L
 import torch
+from erag.lm import load_tokenizer
 from torch.utils.data import DataLoader, Dataset, Sampler
 
 from rerag.data.dataset import load_fid_dataset
-from rerag.data.inputs import DEFAULT_TEMPLATE, format_pairs
-from rerag.data.synthetic import WorldConfig, write_world
-from rerag.models.loading import load_tokenizer
+from rerag.inputs import DEFAULT_TEMPLATE, format_pairs
 
 
 class _Questions(Dataset):
@@ -76,26 +75,13 @@ class RERAGDataModule(L.LightningDataModule):
         eval_batch_size: int = 4,
         num_workers: int = 0,
         seed: int = 0,
-        demo: WorldConfig | None = None,
-        data_dir: str = "data/demo",
         skip_invalid: bool = False,
     ):
         super().__init__()
         self.save_hyperparameters()
-        self.demo = WorldConfig(**demo) if isinstance(demo, dict) else demo
-        if demo is not None:  # the synthetic world's files, written by prepare_data
-            for split in ("train", "val", "test"):
-                setattr(self, f"{split}_file", str(Path(data_dir) / f"{'dev' if split == 'val' else split}.jsonl"))
-            self.predict_file = predict_file or self.test_file
-        else:
-            self.train_file, self.val_file, self.test_file = train_file, val_file, test_file
-            self.predict_file = predict_file
+        self.train_file, self.val_file, self.test_file = train_file, val_file, test_file
+        self.predict_file = predict_file
         self._splits: dict[str, _Questions] = {}
-
-    def prepare_data(self) -> None:
-        demo = self.demo
-        if demo is not None and not all(Path(f).is_file() for f in (self.train_file, self.val_file, self.test_file)):
-            write_world(self.hparams.data_dir, demo)
 
     def setup(self, stage: str) -> None:
         self.re_tok = load_tokenizer(self.hparams.re_tokenizer)

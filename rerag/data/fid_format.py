@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from rerag.data.answers import has_answer
+from erag.answers import has_answer
 
 log = logging.getLogger(__name__)
 
@@ -105,7 +105,7 @@ def validate_record(raw: Any, path: str | Path, line: int, require_answers: bool
         _require(hit is None or isinstance(hit, bool), path, line, f"{f}.has_answer", "must be a boolean")
         title, text = ctx.get("title", ""), ctx["text"]
         if hit is None:
-            hit = has_answer(answers, f"{title} {text}") if answers else False
+            hit = has_answer(text, answers) if answers else False  # DPR: the passage text, never the title
         out_ctxs.append({"id": str(cid), "title": title, "text": text, "score": score, "has_answer": hit})
     return {"id": str(qid), "question": question, "answers": answers, "ctxs": out_ctxs}
 

@@ -14,7 +14,7 @@ from torch import nn
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 import kernels
-from rerag.data.inputs import DEFAULT_TEMPLATE, format_pairs
+from rerag.inputs import DEFAULT_TEMPLATE, format_pairs
 from rerag.models.folder import load_folder, save_folder
 
 CONFIG_FILE = "rerag_estimator.json"

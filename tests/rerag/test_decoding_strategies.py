@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from rerag.decoding import marginalize_answers, thorough_marginalize, unique_answers
-from rerag.readers import RAGReader
+from rerag.infer.readers import RAGReader
 
 P_RE = torch.tensor([0.4, 0.3, 0.3])
 GENERATED = ["Soltha", "Varen", "the Varen"]  # "the Varen" normalizes to "varen"

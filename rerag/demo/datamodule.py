@@ -1,0 +1,26 @@
+"""The demo's data: the synthetic world written to `data_dir` on first use, then read as FiD files."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from rerag.data.datamodule import RERAGDataModule
+from rerag.demo.world import WorldConfig, write_world
+
+
+class DemoDataModule(RERAGDataModule):
+    """`RERAGDataModule` over the synthetic world (`world`, see `WorldConfig`): train, dev and test
+    are `data_dir/{train,dev,test}.jsonl`, written by `prepare_data` when missing; predict reads
+    the test split unless `predict_file` is given. Every other argument is `RERAGDataModule`'s."""
+
+    def __init__(self, world: WorldConfig | None = None, data_dir: str = "data/demo",
+                 predict_file: str | None = None, **kwargs):
+        files = {split: str(Path(data_dir) / f"{name}.jsonl") for split, name in
+                 (("train", "train"), ("val", "dev"), ("test", "test"))}
+        super().__init__(train_file=files["train"], val_file=files["val"], test_file=files["test"],
+                         predict_file=predict_file or files["test"], **kwargs)
+        self.world = WorldConfig(**world) if isinstance(world, dict) else (world or WorldConfig())
+        self.data_dir = data_dir
+
+    def prepare_data(self) -> None:
+        if not all(Path(f).is_file() for f in (self.train_file, self.val_file, self.test_file)):
+            write_world(self.data_dir, self.world)

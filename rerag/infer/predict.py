@@ -1,0 +1,91 @@
+"""Predictions, one per question, as JSONL (RE-RAG inference, section 2.2; strategies, section 5.1).
+
+`predict`: the RE scores every context and keeps the top-k (`rerag.infer.rerank`); a reader answers from
+them (`RAGReader`: fast or thorough marginalization with P_RE, eq. 6, or RALM); confidence =
+max_j RE_ij over the kept set. With a threshold, a question below it is answered "unanswerable"
+(Table 4) or by a parametric reader given no context (the mixed strategy, Table 5). Each line holds
+the answer, the reader's answer before thresholding and its log-probability, the confidence, the
+strategy and the kept contexts; with gold answers, also `answers` and `answerable` (some kept
+context holds an answer), which `rerag.infer.unanswerable.report` reads.
+
+`JSONLWriter` writes what `RERAGModule.predict_step` returns under LightningCLI's `rerag predict`.
+"""
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+import torch
+from lightning.pytorch.callbacks import BasePredictionWriter
+
+from rerag.data.fid_format import read_fid
+from rerag.models.estimator import RelevanceEstimator
+from erag.contracts import Reader
+
+from rerag.infer.readers import RAGReader
+from rerag.infer.rerank import rerank, write_records
+from rerag.infer.unanswerable import UNANSWERABLE
+
+
+def predict(records: Iterable[dict], estimator: RelevanceEstimator, reader: RAGReader, top_k: int = 25,
+            threshold: float | None = None, fallback: Reader | str = UNANSWERABLE, batch_size: int = 8,
+            rerank_batch_size: int = 64) -> Iterator[dict]:
+    """Yield one prediction per validated FiD record (see the module docstring).
+
+    `fallback` answers questions whose confidence is below `threshold`: a string is the answer
+    itself, a reader (e.g. `ParametricReader`) is called with no contexts. `batch_size`
+    questions go to the reader at once."""
+    strategy = {"mode": reader.mode, "marginalization": reader.marginalization if reader.mode == "rag" else None,
+                "num_beams": reader.num_beams, "top_k": top_k, "threshold": threshold,
+                "fallback": "unanswerable" if isinstance(fallback, str) else "parametric"}
+    reranked = rerank(estimator, records, top_k, rerank_batch_size)
+    while chunk := list(itertools.islice(reranked, batch_size)):
+        questions, kept = [r["question"] for r in chunk], [r["ctxs"] for r in chunk]
+        answers = reader.answer(questions, kept, [torch.tensor([c["re_score"] for c in cs]) for cs in kept])
+        confidence = [max(c["re_prob"] for c in cs) for cs in kept]
+        low = [i for i, conf in enumerate(confidence) if threshold is not None and conf < threshold]
+        if isinstance(fallback, str):
+            replaced = {i: fallback for i in low}
+        else:
+            replaced = dict(zip(low, fallback([questions[i] for i in low], [[] for _ in low]) if low else []))
+        for i, (record, answer) in enumerate(zip(chunk, answers)):
+            decision = "reader" if i not in replaced else strategy["fallback"]
+            out = {"id": record["id"], "question": record["question"], "answer": replaced.get(i, answer.text),
+                   "reader_answer": answer.text, "reader_logprob": answer.logprob, "confidence": confidence[i],
+                   "decision": decision, "strategy": strategy,
+                   "contexts": [{k: c[k] for k in ("id", "title", "re_score", "re_prob", "has_answer")}
+                                for c in kept[i]]}
+            if record["answers"]:
+                out["answers"] = record["answers"]
+                out["answerable"] = any(c["has_answer"] for c in kept[i])
+            yield out
+
+
+def predict_file(input_path: str | Path, output_path: str | Path, estimator: RelevanceEstimator,
+                 reader: RAGReader, **kwargs) -> int:
+    """Validate `input_path` (FiD JSON or JSONL; answers optional), write predictions as JSONL."""
+    records = read_fid(input_path, require_answers=False)
+    return write_records(output_path, predict(records, estimator, reader, **kwargs))
+
+
+class JSONLWriter(BasePredictionWriter):
+    """Writes `RERAGModule.predict_step`'s dicts as JSONL for LightningCLI's `rerag predict`:
+    `--trainer.callbacks+=rerag.infer.predict.JSONLWriter --trainer.callbacks.path=preds.jsonl`.
+    With several processes each writes its own file, `preds.rank<r>.jsonl`."""
+
+    def __init__(self, path: str = "outputs/predictions.jsonl"):
+        super().__init__(write_interval="batch")
+        self.path = Path(path)
+
+    def on_predict_start(self, trainer, pl_module) -> None:
+        if trainer.world_size > 1:
+            self.path = self.path.with_suffix(f".rank{trainer.global_rank}{self.path.suffix}")
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.path.write_text("")
+
+    def write_on_batch_end(self, trainer, pl_module, prediction, batch_indices, batch, batch_idx,
+                           dataloader_idx=0) -> None:
+        with self.path.open("a", encoding="utf-8") as f:
+            f.writelines(json.dumps(p, ensure_ascii=False) + "\n" for p in prediction)

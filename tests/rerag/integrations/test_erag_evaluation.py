@@ -1,0 +1,46 @@
+import json
+
+import lightning as L
+import torch
+
+from erag import ERAGCallback
+from rerag.data.datamodule import RERAGDataModule
+from rerag.data.fid_format import read_fid
+from rerag.integrations.erag_evaluation import generator_reader, rank_records, run_erag, validation_rankings
+from rerag.infer.export import load_checkpoint
+from rerag.module import RERAGModule
+
+
+def test_rank_records_orders_by_the_re(trained_checkpoint, world_dir):
+    estimator, _ = load_checkpoint(trained_checkpoint)
+    records = list(read_fid(world_dir / "dev.jsonl"))[:2]
+    results, expected = rank_records(records, estimator, top_k=4)
+    for r in records:
+        s = estimator.score(r["question"], r["ctxs"])
+        best = r["ctxs"][int(torch.argmax(s))]
+        assert results[r["id"]]["documents"][0].endswith(best["text"])
+        assert len(results[r["id"]]["documents"]) == 4 and expected[r["id"]] == r["answers"]
+    by_retriever, _ = rank_records(records, None, top_k=2)
+    assert by_retriever[records[0]["id"]]["documents"][1].endswith(records[0]["ctxs"][1]["text"])
+
+
+def test_run_erag_writes_report_and_scatter(trained_checkpoint, world_dir, tmp_path):
+    result = run_erag(checkpoint=trained_checkpoint, data_file=str(world_dir / "dev.jsonl"), top_k=4, metrics=["P@2", "MRR"],
+                      max_questions=6, output_dir=str(tmp_path))
+    saved = json.loads((tmp_path / "erag_report.json").read_text())
+    assert set(saved["labelings"]) == {"erag", "contains_answer"}
+    assert len(saved["end_to_end"]["per_query"]) == 6
+    assert (tmp_path / "erag_scatter.png").stat().st_size > 0
+    assert set(result["labelings"]["erag"]["aggregated"]) == {"P@2", "MRR"}
+
+
+def test_erag_callback_logs_during_fit(module_kwargs, data_kwargs, tmp_path):
+    L.seed_everything(0)
+    callback = ERAGCallback(ranking=lambda t, m: validation_rankings(t, m, top_k=3, max_questions=4),
+                            reader_fn=generator_reader, metrics=["P@3", "MRR"])
+    trainer = L.Trainer(accelerator="cpu", devices=1, max_epochs=1, limit_train_batches=1, limit_val_batches=1,
+                        logger=False,
+                        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+                        num_sanity_val_steps=0, callbacks=[callback], default_root_dir=tmp_path)
+    trainer.fit(RERAGModule(**module_kwargs), datamodule=RERAGDataModule(**data_kwargs))
+    assert {"erag/P@3", "erag/MRR"} <= set(trainer.callback_metrics)

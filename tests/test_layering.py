@@ -1,0 +1,118 @@
+"""The architecture, enforced (README, "Architecture"): imports run one way, and each shared idea
+is defined once.
+
+Packages, bottom to top: `kernels` (a leaf) and `erag`; `eor` on `erag`; `rerag` on all three.
+Rooms inside `rerag`, bottom to top: the vocabulary (`rerag.inputs`); `data` and `models`, which
+never import each other; the method (`module`, `losses`, `decoding`, `metrics`, `callbacks`);
+`infer`; `demo` and `integrations`; the CLI. Nothing imports the demo except the package
+`__init__` (to register the shipped reader's model type) and the CLI.
+"""
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("kernels", "erag", "eor", "rerag")
+
+# What each unit may import from the project; a unit is a package or a room of rerag.
+ALLOWED = {
+    "kernels": set(),
+    "erag": set(),
+    "eor": {"erag"},
+    "rerag.inputs": set(),
+    "rerag.data": {"erag", "rerag.inputs"},
+    "rerag.models": {"kernels", "erag", "rerag.inputs"},
+    "rerag.method": {"kernels", "erag", "rerag.inputs", "rerag.data", "rerag.models"},
+    "rerag.infer": {"kernels", "erag", "rerag.inputs", "rerag.data", "rerag.models", "rerag.method"},
+    "rerag.demo": {"erag", "eor", "rerag.inputs", "rerag.data", "rerag.models", "rerag.method"},
+    "rerag.integrations": {"erag", "eor", "rerag.inputs", "rerag.data", "rerag.models", "rerag.method",
+                           "rerag.infer"},
+    "rerag.cli": {"erag", "rerag.data", "rerag.models", "rerag.method", "rerag.infer", "rerag.demo",
+                  "rerag.integrations"},
+    "rerag.package": {"rerag.data", "rerag.models", "rerag.method", "rerag.demo"},
+}
+METHOD = {"module", "losses", "decoding", "metrics", "callbacks"}
+
+
+def unit(module: str) -> str:
+    """`rerag.data.dataset` -> `rerag.data`; `rerag.losses` -> `rerag.method`; `eor.voter` -> `eor`."""
+    parts = module.split(".")
+    if parts[0] != "rerag":
+        return parts[0]
+    if len(parts) == 1 or parts[1] == "__init__":
+        return "rerag.package"
+    if parts[1] in ("data", "models", "infer", "demo", "integrations", "inputs", "cli"):
+        return f"rerag.{parts[1]}"
+    if parts[1] == "__main__":
+        return "rerag.cli"
+    assert parts[1] in METHOD, f"{module} is in no room: add it to a room or to METHOD"
+    return "rerag.method"
+
+
+def project_modules():
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            yield ".".join(path.relative_to(ROOT).with_suffix("").parts), path
+
+
+def imports(path: Path, module: str) -> set[str]:
+    """The project modules that `path` imports (absolute and relative)."""
+    found = set()
+    package = module.split(".")[:-1] if path.name != "__init__.py" else module.split(".")[:-1]
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[: len(package) - node.level + 1]
+                found.add(".".join(base + ([node.module] if node.module else [])))
+            else:
+                found.add(node.module)
+    return {name for name in found if name.split(".")[0] in PACKAGES}
+
+
+@pytest.mark.parametrize("module, path", list(project_modules()), ids=lambda x: str(x))
+def test_imports_run_one_way(module, path):
+    own = unit(module)
+    for name in imports(path, module):
+        other = unit(name if name.split(".")[0] != "rerag" or "." in name else "rerag.__init__")
+        if other == own:
+            continue
+        assert other in ALLOWED[own], f"{module} ({own}) imports {name} ({other}): not allowed"
+
+
+def test_no_circle_between_units():
+    edges = {u: set() for u in ALLOWED}
+    for module, path in project_modules():
+        for name in imports(path, module):
+            if unit(name) != unit(module):
+                edges[unit(module)].add(unit(name))
+    seen, done = set(), set()
+
+    def visit(u, trail):
+        assert u not in seen - done, f"import circle: {' -> '.join(trail + [u])}"
+        if u in done:
+            return
+        seen.add(u)
+        for v in edges.get(u, ()):
+            visit(v, trail + [u])
+        done.add(u)
+
+    for u in edges:
+        visit(u, [])
+
+
+@pytest.mark.parametrize("name", ["normalize_answer", "exact_match", "token_f1", "has_answer", "Reader", "Reranker",
+                                  "resolve", "load_tokenizer", "passage_text", "fill"])
+def test_each_shared_idea_is_defined_once(name):
+    places = []
+    for module, path in project_modules():
+        for node in ast.parse(path.read_text()).body:
+            defined = {node.name} if isinstance(node, (ast.FunctionDef, ast.ClassDef)) else set()
+            if isinstance(node, (ast.Assign, ast.AnnAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                defined = {t.id for t in targets if isinstance(t, ast.Name)}
+            if name in defined:
+                places.append(module)
+    assert len(places) == 1, f"{name} is defined in {places}"
