@@ -231,4 +231,4 @@ def read_fid(path: str | Path, require_answers: bool = True, skip_invalid: bool 
         log.warning("%s: skipped %d invalid record(s)", path, skipped)
     if not kept:
         raise FiDFormatError(path, None, None, f"no valid record (all {skipped} skipped)" if skipped
-                             else "no records (the file is empty)")
+                             else "no records (an empty file or an empty JSON list)")

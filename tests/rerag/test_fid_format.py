@@ -167,7 +167,7 @@ def test_non_utf8_byte_names_line_record_and_field(tmp_path, load):
 def test_empty_file_is_an_error(tmp_path, load, text):
     path = tmp_path / "d.json"
     path.write_text(text)
-    with pytest.raises(FiDFormatError, match=re.escape("d.json: no records (the file is empty)")) as err:
+    with pytest.raises(FiDFormatError, match=re.escape("d.json: no records (an empty file or an empty JSON list)")) as err:
         load(path)
     assert err.value.line is None and err.value.field is None
 
