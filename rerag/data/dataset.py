@@ -1,7 +1,8 @@
 """Load a FiD-format file as a Hugging Face `datasets.Dataset`, validated once and cached.
 
-The Arrow cache is keyed on the file's path, size and modification time, so an edited file is
-validated again and an unchanged one loads from the cache.
+The Arrow cache is keyed on the file's path, size and modification time and on
+`fid_format.VALIDATION_VERSION`, so an edited file, or any file after the validation rules
+changed, is validated again and an unchanged one loads from the cache.
 """
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 
 import datasets
 
-from rerag.data.fid_format import FiDFormatError, read_fid
+from rerag.data.fid_format import VALIDATION_VERSION, FiDFormatError, read_fid
 
 FEATURES = datasets.Features(
     {
@@ -39,7 +40,10 @@ def load_fid_dataset(
     skip_invalid: bool = False,
     cache_dir: str | None = None,
 ) -> datasets.Dataset:
-    """Validate `path` (JSON list or JSONL) and return it as a cached `datasets.Dataset`."""
+    """Validate `path` (JSON list or JSONL) and return it as a cached `datasets.Dataset`.
+
+    Raises `FiDFormatError` naming the file, line or record, and field, as `read_fid` does
+    (see it for ids, duplicates and what `skip_invalid` skips)."""
     path = Path(path).resolve()
     if not path.is_file():
         raise FiDFormatError(path, None, None, "file not found")
@@ -53,7 +57,8 @@ def load_fid_dataset(
                 "path": str(path),
                 "require_answers": require_answers,
                 "skip_invalid": skip_invalid,
-                "stamp": f"{st.st_size}:{st.st_mtime_ns}",
+                # datasets' fingerprint of `_records` does not see read_fid's code; the version does.
+                "stamp": f"{st.st_size}:{st.st_mtime_ns}:v{VALIDATION_VERSION}",
             },
         )
     except datasets.exceptions.DatasetGenerationError as err:

@@ -1,5 +1,6 @@
 import filecmp
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -30,12 +31,56 @@ def test_paper_config_is_the_papers_setup():
     assert (d["n_train_contexts"], d["n_eval_contexts"], m["test_top_k"]) == (20, 100, 25)
 
 
+def _has_comment(line: str) -> bool:
+    """A YAML comment: '#' at the start or after whitespace, outside quoted strings."""
+    code = re.sub(r'"(?:[^"\\]|\\.)*"|\'[^\']*\'', '""', line)
+    return re.search(r"(?:^|\s)#", code) is not None
+
+
 def test_every_config_field_is_commented():
-    for path in (ROOT / "configs").glob("*.yaml"):
-        for n, line in enumerate(path.read_text().splitlines(), 1):
+    paths = sorted((ROOT / "configs").rglob("*.yaml"))
+    assert {"eor", "erag", "loggers"} <= {p.parent.name for p in paths}
+    for path in paths:
+        name = path.relative_to(ROOT)
+        text = path.read_text()
+        assert yaml.safe_load(text), f"{name} is empty"
+        for n, line in enumerate(text.splitlines(), 1):
             body = line.strip()
-            if body and not body.startswith(("#", "-", "class_path", "init_args")) and body.endswith(":") is False:
-                assert "#" in line, f"{path.name}:{n} has no comment: {line}"
+            # Section keys (`trainer:`) and Lightning's class_path / init_args need no comment;
+            # every value does, list items included.
+            if not body or body.startswith("#") or body.endswith(":") or body.startswith(
+                    ("class_path:", "- class_path:", "init_args:")):
+                continue
+            assert _has_comment(line), f"{name}:{n} has no comment: {line}"
+
+
+def test_wandb_logger_config_replaces_the_csv_logger_and_logs_offline(tmp_path, monkeypatch, capsys):
+    import wandb
+    from jsonargparse import ArgumentParser
+    from lightning.pytorch.loggers import Logger, WandbLogger
+
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    monkeypatch.chdir(tmp_path)  # save_dir is relative: the run lands in tmp_path/outputs/wandb
+    with pytest.raises(SystemExit) as exit_:
+        main(["fit", "--config", str(ROOT / "configs" / "demo.yaml"),
+              "--config", str(ROOT / "configs" / "loggers" / "wandb.yaml"), "--print_config"])
+    assert exit_.value.code == 0
+    logger_config = yaml.safe_load(capsys.readouterr().out)["trainer"]["logger"]
+    assert logger_config["class_path"] == "lightning.pytorch.loggers.WandbLogger"  # not a list: CSV is gone
+    # init_args both loggers share are not carried over from demo.yaml's CSVLogger (name: csv).
+    assert logger_config["init_args"]["name"] is None and logger_config["init_args"]["save_dir"] == "outputs"
+    parser = ArgumentParser()
+    parser.add_argument("--logger", type=Logger)
+    logger = parser.instantiate_classes(parser.parse_object({"logger": logger_config})).logger
+    assert isinstance(logger, WandbLogger) and logger.name == "rerag"
+    try:
+        run = logger.experiment  # wandb.init, offline: no network, no key
+        assert run.settings.mode == "offline" and run.project == "rerag"
+        logger.log_metrics({"train/loss": 1.0}, step=0)
+    finally:
+        wandb.finish()
+    assert list((tmp_path / "outputs" / "wandb").glob("offline-run-*/run-*.wandb"))
 
 
 def test_python_dash_m_runs_the_cli():

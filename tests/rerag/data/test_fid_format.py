@@ -17,6 +17,11 @@ def write_jsonl(path, records):
     return path
 
 
+def numbered(*records):
+    """The records with ids q1, q2, ... (ids must be unique within a file)."""
+    return [{**r, "id": f"q{i}"} for i, r in enumerate(records, 1)]
+
+
 def bad(**changes):
     record = json.loads(json.dumps(GOOD))
     for key, value in changes.items():
@@ -36,7 +41,7 @@ def bad(**changes):
     (bad(ctxs=[{"title": "t", "text": "x", "score": "high"}]), "ctxs[0].score"),
 ])
 def test_bad_record_names_file_line_and_field(tmp_path, record, field):
-    path = write_jsonl(tmp_path / "d.jsonl", [GOOD, GOOD, record])
+    path = write_jsonl(tmp_path / "d.jsonl", numbered(GOOD, GOOD, record))
     with pytest.raises(FiDFormatError, match=re.escape(f"d.jsonl, line 3: field '{field}'")) as err:
         list(read_fid(path))
     assert err.value.line == 3 and err.value.field == field
@@ -69,7 +74,7 @@ def test_canonical_form_and_computed_has_answer(tmp_path):
 
 
 def test_skipping_is_counted_not_silent(tmp_path, caplog):
-    path = write_jsonl(tmp_path / "d.jsonl", [GOOD, bad(ctxs=[]), GOOD])
+    path = write_jsonl(tmp_path / "d.jsonl", numbered(GOOD, bad(ctxs=[]), GOOD))
     with caplog.at_level(logging.WARNING):
         records = list(read_fid(path, skip_invalid=True))
     assert len(records) == 2
@@ -77,10 +82,105 @@ def test_skipping_is_counted_not_silent(tmp_path, caplog):
 
 
 def test_dataset_is_cached_and_revalidated_when_the_file_changes(tmp_path):
-    path = write_jsonl(tmp_path / "d.jsonl", [GOOD, GOOD])
+    path = write_jsonl(tmp_path / "d.jsonl", numbered(GOOD, GOOD))
     cache = str(tmp_path / "cache")
     assert len(load_fid_dataset(path, cache_dir=cache)) == 2
     assert len(load_fid_dataset(path, cache_dir=cache)) == 2
-    write_jsonl(path, [GOOD, bad(ctxs=[]), GOOD])
+    write_jsonl(path, numbered(GOOD, bad(ctxs=[]), GOOD))
     with pytest.raises(FiDFormatError, match="line 2: field 'ctxs'"):
         load_fid_dataset(path, cache_dir=cache)
+
+
+# The holes of issue 13 part 7: each gets a FiDFormatError naming file, place and field, from
+# both readers (the lazy `read_fid` and the cached `load_fid_dataset`).
+def with_id(record_id, **changes):
+    record = bad(**changes)
+    if record_id is KeyError:
+        record.pop("id")
+    else:
+        record["id"] = record_id
+    return record
+
+
+@pytest.fixture(params=["read_fid", "load_fid_dataset"])
+def load(request, tmp_path):
+    if request.param == "read_fid":
+        return lambda path, **kw: list(read_fid(path, **kw))
+    return lambda path, **kw: list(load_fid_dataset(path, cache_dir=str(tmp_path / "cache"), **kw))
+
+
+def test_duplicate_id_names_both_places(tmp_path, load):
+    path = write_jsonl(tmp_path / "d.jsonl", [GOOD, with_id("q2"), "", with_id("q2")])
+    with pytest.raises(FiDFormatError, match=re.escape(
+            "d.jsonl, line 4: field 'id': duplicate id 'q2'; line 2 already has it")) as err:
+        load(path)
+    assert (err.value.line, err.value.field) == (4, "id")
+    # Not a per-record problem: skipping cannot choose between the two, so it still raises.
+    with pytest.raises(FiDFormatError, match="duplicate id 'q2'"):
+        load(path, skip_invalid=True)
+
+
+def test_missing_ids_default_to_the_records_position(tmp_path, load):
+    path = tmp_path / "d.json"  # one line: every record starts on line 1, yet ids stay unique
+    path.write_text(json.dumps([with_id(KeyError), with_id(KeyError), with_id(KeyError)]))
+    assert [r["id"] for r in load(path)] == ["1", "2", "3"]
+    # A given id equal to another record's default collides like any duplicate.
+    path.write_text(json.dumps([with_id("2"), with_id(KeyError)]))
+    with pytest.raises(FiDFormatError, match=re.escape(
+            "d.json, record 2, line 1: field 'id': duplicate id '2' (the record has no id; it defaults "
+            "to its position); record 1, line 1 already has it")):
+        load(path)
+
+
+@pytest.mark.parametrize("score", [float("nan"), float("inf"), "-inf", "NaN"])
+def test_non_finite_score(tmp_path, load, score):
+    record = bad(ctxs=[GOOD["ctxs"][0], {"title": "t", "text": "x", "score": score}])
+    path = write_jsonl(tmp_path / "d.jsonl", [GOOD, record])  # json.dumps writes NaN / Infinity
+    with pytest.raises(FiDFormatError, match=re.escape(
+            "d.jsonl, line 2: field 'ctxs[1].score': must be a finite number")) as err:
+        load(path)
+    assert (err.value.line, err.value.field) == (2, "ctxs[1].score")
+    # A per-record problem: skipped and counted.
+    assert len(load(path, skip_invalid=True)) == 1
+
+
+def test_non_utf8_byte_names_line_record_and_field(tmp_path, load):
+    latin1 = json.dumps(bad(ctxs=[GOOD["ctxs"][0], {"title": "Ana", "text": "Ana aimait le caf\u00e9."}]),
+                        ensure_ascii=False).encode("latin-1")
+    path = tmp_path / "d.jsonl"
+    path.write_bytes(json.dumps(GOOD).encode() + b"\n" + latin1 + b"\n")
+    with pytest.raises(FiDFormatError, match=re.escape(
+            "d.jsonl, line 2: field 'ctxs[1].text': not valid UTF-8 (byte 0xe9")) as err:
+        load(path)
+    assert (err.value.line, err.value.field) == (2, "ctxs[1].text")
+    path = tmp_path / "d.json"
+    path.write_bytes(b"[\n" + json.dumps(GOOD).encode() + b",\n" + latin1 + b"\n]\n")
+    with pytest.raises(FiDFormatError, match=re.escape(
+            "d.json, record 2, line 3: field 'ctxs[1].text': not valid UTF-8 (byte 0xe9")):
+        load(path)
+    path.write_bytes(b"[" + json.dumps(GOOD).encode() + b", \xff]")  # the byte breaks the JSON itself
+    with pytest.raises(FiDFormatError, match=re.escape("d.json, line 1: not valid UTF-8 (byte 0xff")):
+        load(path)
+
+
+@pytest.mark.parametrize("text", ["", "\n  \n", "[]", " [\n]\n"])
+def test_empty_file_is_an_error(tmp_path, load, text):
+    path = tmp_path / "d.json"
+    path.write_text(text)
+    with pytest.raises(FiDFormatError, match=re.escape("d.json: no records (an empty file or an empty JSON list)")) as err:
+        load(path)
+    assert err.value.line is None and err.value.field is None
+
+
+def test_nothing_left_after_skipping_is_an_error(tmp_path, load):
+    path = write_jsonl(tmp_path / "d.jsonl", [bad(ctxs=[]), bad(question="")])
+    with pytest.raises(FiDFormatError, match=re.escape("d.jsonl: no valid record (all 2 skipped)")):
+        load(path, skip_invalid=True)
+
+
+def test_one_line_json_list_reports_the_record_number(tmp_path, load):
+    path = tmp_path / "d.json"
+    path.write_text(json.dumps([GOOD, with_id("q2"), with_id("q3", ctxs=[])]))
+    with pytest.raises(FiDFormatError, match=re.escape("d.json, record 3, line 1: field 'ctxs': is empty")) as err:
+        load(path)
+    assert (err.value.record, err.value.line, err.value.field) == (3, 1, "ctxs")
