@@ -184,3 +184,12 @@ def test_one_line_json_list_reports_the_record_number(tmp_path, load):
     with pytest.raises(FiDFormatError, match=re.escape("d.json, record 3, line 1: field 'ctxs': is empty")) as err:
         load(path)
     assert (err.value.record, err.value.line, err.value.field) == (3, 1, "ctxs")
+
+
+def test_has_answer_is_computed_on_the_passage_text_not_the_title(tmp_path):
+    # DPR labels a passage by its text: "Soltha" in the title alone is not a hit.
+    record = {"id": "q1", "question": "where was Ana born?", "answers": ["Soltha"],
+              "ctxs": [{"id": "p1", "title": "Soltha", "text": "A town in the north.", "score": 2.0},
+                       {"id": "p2", "title": "Ana", "text": "Ana was born in Soltha.", "score": 1.0}]}
+    [read] = read_fid(write_jsonl(tmp_path / "d.jsonl", [record]))
+    assert [c["has_answer"] for c in read["ctxs"]] == [False, True]
