@@ -64,7 +64,7 @@ class RERAGModule(L.LightningModule):
             }, prefix=f"{stage}/", compute_groups=False)  # each metric gets its own inputs
             for stage in ("val", "test")
         })
-        self._seen_questions = 0
+        self.results: dict[str, list[dict]] = {"val": [], "test": []}  # per question, this process's share
 
     # ---- training -------------------------------------------------------------------------
     def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
@@ -102,28 +102,50 @@ class RERAGModule(L.LightningModule):
             start = end
         return out
 
-    def _evaluate(self, batch: dict, stage: str) -> None:
+    def read(self, batch: dict, top_k: int, retriever_baseline: bool = False) -> tuple[torch.Tensor, list[dict]]:
+        """The one pass over a batch: the RE's log-odds s of every flattened context, and one result
+        per question, keyed by the record's id, with `index` (its dataset-wide position): the RE's
+        top-k contexts, the eq. 6 answer over them, confidence = max_j RE_ij; with
+        `retriever_baseline`, also `answer_retriever` from the retriever's top-k and scores."""
         counts = batch["n_contexts"]
         s = self.relevance_scores(batch["re"])
+        kept = top_k_per_question(s, counts, top_k)
+        flat = [c for cs in batch["contexts"] for c in cs]
+        results = [{"id": qid, "index": int(index), "question": question, "answer": answer, "answer_logprob": logp,
+                    "confidence": torch.sigmoid(s[idx].max()).item(),
+                    "contexts": [{"id": flat[j]["id"], "re_score": s[j].item()} for j in idx.tolist()]}
+                   for qid, index, question, idx, (answer, logp)
+                   in zip(batch["ids"], batch["index"].tolist(), batch["questions"], kept, self.answer(batch, kept, s))]
+        if retriever_baseline:
+            starts = (torch.cumsum(counts, 0) - counts).tolist()
+            by_retriever = [torch.arange(start, start + min(n, top_k), device=s.device)
+                            for start, n in zip(starts, counts.tolist())]
+            for result, (answer, _) in zip(results, self.answer(batch, by_retriever, batch["retriever_scores"])):
+                result["answer_retriever"] = answer
+        return s, results
+
+    def on_validation_epoch_start(self) -> None:
+        self.results["val"] = []
+
+    def on_test_epoch_start(self) -> None:
+        self.results["test"] = []
+
+    def _evaluate(self, batch: dict, stage: str) -> None:
         top_k = self.hparams.val_top_k if stage == "val" else self.hparams.test_top_k
-        re_kept = top_k_per_question(s, counts, top_k)
-        by_retriever = [torch.arange(start, start + min(n, top_k), device=s.device)
-                        for start, n in zip((torch.cumsum(counts, 0) - counts).tolist(), counts.tolist())]
-        predictions = [a for a, _ in self.answer(batch, re_kept, s)]
-        baseline = [a for a, _ in self.answer(batch, by_retriever, batch["retriever_scores"])]
-        # Question indexes must be unique across batches and processes for the retrieval metrics.
-        q = torch.repeat_interleave(torch.arange(len(counts), device=s.device), counts.to(s.device))
-        q = q + self._seen_questions + self.global_rank * 1_000_000_000
-        self._seen_questions += len(counts)
+        s, results = self.read(batch, top_k, retriever_baseline=True)
+        self.results[stage] += results
+        counts = batch["n_contexts"].to(s.device)
+        # torchmetrics' retrieval metrics group rows by an integer: the question's dataset-wide index.
+        indexes = torch.repeat_interleave(batch["index"].to(s.device), counts)
         position = -torch.cat([torch.arange(int(n), device=s.device) for n in counts]).float()
         metrics = self.metrics[stage]
         for name, metric in metrics.items(keep_base=True):
             if name == "em":
-                metric.update(predictions, batch["answers"])
+                metric.update([r["answer"] for r in results], batch["answers"])
             elif name == "em_retriever":
-                metric.update(baseline, batch["answers"])
+                metric.update([r["answer_retriever"] for r in results], batch["answers"])
             else:
-                metric.update(s if name.startswith("re_") else position, batch["has_answer"], indexes=q)
+                metric.update(s if name.startswith("re_") else position, batch["has_answer"], indexes=indexes)
         self.log_dict(metrics, batch_size=len(counts), prog_bar=False)
 
     def validation_step(self, batch: dict, batch_idx: int) -> None:
@@ -134,12 +156,4 @@ class RERAGModule(L.LightningModule):
 
     def predict_step(self, batch: dict, batch_idx: int) -> list[dict]:
         """One prediction per question: RE top-k, eq. 6 answer, confidence = max_j RE_ij."""
-        s = self.relevance_scores(batch["re"])
-        kept = top_k_per_question(s, batch["n_contexts"], self.hparams.test_top_k)
-        flat = [c for cs in batch["contexts"] for c in cs]
-        out = []
-        for qid, question, idx, (answer, logp) in zip(batch["ids"], batch["questions"], kept, self.answer(batch, kept, s)):
-            out.append({"id": qid, "question": question, "answer": answer, "answer_logprob": logp,
-                        "confidence": torch.sigmoid(s[idx].max()).item(),
-                        "contexts": [{"id": flat[j]["id"], "re_score": s[j].item()} for j in idx.tolist()]})
-        return out
+        return self.read(batch, self.hparams.test_top_k)[1]

@@ -33,6 +33,7 @@ class _Questions(Dataset):
 
     def __getitem__(self, i: int) -> dict:
         record = dict(self.records[i])
+        record["index"] = i  # the question's position in its split: an integer key unique across processes
         record["target"] = random.Random(f"{self.seed}:{self.epoch}:{i}").choice(record["answers"]) \
             if record["answers"] else ""
         return record
@@ -122,6 +123,7 @@ class RERAGDataModule(L.LightningDataModule):
                                truncation=True, padding=True, return_tensors="pt")
         return {
             "ids": [r["id"] for r in records],
+            "index": torch.tensor([r["index"] for r in records]),
             "questions": [r["question"] for r in records],
             "answers": [r["answers"] for r in records],
             "contexts": ctxs,

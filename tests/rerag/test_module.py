@@ -5,6 +5,8 @@ import lightning as L
 import pytest
 import torch
 
+from erag.answers import exact_match
+
 from rerag.data.datamodule import RERAGDataModule
 from rerag.module import RERAGModule
 
@@ -53,6 +55,12 @@ def test_validation_reports_every_metric(module_kwargs, data_kwargs, tmp_path):
     records = [json.loads(line) for line in open(data_kwargs["val_file"])]
     expected = sum(any(c["has_answer"] for c in r["ctxs"][:5]) for r in records) / len(records)
     assert metrics["val/retriever_recall@5"] == pytest.approx(expected)
+    # One result per question, keyed by the record's own id, in one pass; EM is computed from them.
+    results = module.results["val"]
+    assert [r["id"] for r in results] == [r["id"] for r in records]
+    assert [r["index"] for r in results] == list(range(len(records)))
+    em = sum(exact_match(r["answer"], rec["answers"]) for r, rec in zip(results, records)) / len(records)
+    assert metrics["val/em"] == pytest.approx(em)
 
 
 def test_fit_logs_losses_to_wandb_offline(module_kwargs, data_kwargs, tmp_path, monkeypatch):
