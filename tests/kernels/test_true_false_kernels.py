@@ -246,7 +246,7 @@ def test_import_without_triton():
 
 
 def test_hf_kernels_not_detected():
-    # Our `kernels` import name is HF's too; transformers must not take it for HF's (DESIGN.md).
+    # Our `kernels` import name is HF's too; transformers must not take it for HF's (README, "Known conflicts").
     from transformers.utils.import_utils import is_kernels_available
 
     assert not is_kernels_available()

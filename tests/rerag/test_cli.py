@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rerag.cli import main
+from rerag.cli import COMMANDS, main
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -102,3 +102,33 @@ def test_make_tokenizer_reproduces_the_shipped_one(tmp_path):
     main(["make-tokenizer", "--out", str(tmp_path)])
     shipped = ROOT / "rerag" / "assets" / "demo_tokenizer" / "tokenizer.json"
     assert json.loads((tmp_path / "tokenizer.json").read_text()) == json.loads(shipped.read_text())
+
+
+def readme_commands() -> list[list[str]]:
+    """Every `rerag SUBCOMMAND ...` the README documents: shell lines (with continuations) and
+    inline code, shell syntax and comments stripped; `...` placeholders are left out."""
+    text = (ROOT / "README.md").read_text().replace("\\\n", " ")
+    found = re.findall(r"(?:^|`|do |; )(?:time )?(?:OMP_NUM_THREADS=\d+ )?(rerag [a-z][^`\n#;]*)", text, re.M)
+    commands = []
+    for command in found:
+        argv = command.replace("$s", "dev").split()[1:]
+        if "..." not in command and argv[0] not in ("--help",) and "rerag/" not in argv[0]:
+            commands.append([a for a in argv if a not in ("&&", "done")])
+    return commands
+
+
+@pytest.mark.parametrize("argv", readme_commands(), ids=" ".join)
+def test_every_readme_command_parses(argv, capsys):
+    # --print_config parses every documented argument and exits before running anything.
+    flags = [] if "--print_config" in argv else ["--print_config"]
+    with pytest.raises(SystemExit) as exit_:
+        main([*argv, *flags])
+    assert exit_.value.code == 0, capsys.readouterr().err
+
+
+def test_help_lists_every_subcommand(capsys):
+    main(["--help"])
+    out = capsys.readouterr().out
+    for name in ("fit", "validate", "test", "predict", *COMMANDS):
+        line = next(line for line in out.splitlines() if line.strip().startswith(name + " "))
+        assert len(line.split(maxsplit=1)) == 2, f"{name} has no one-line description"
