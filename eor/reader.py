@@ -5,6 +5,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from erag.contracts import Reader
+from erag.progress import progress
 
 from eor.retrievers.base import Retriever
 
@@ -28,7 +29,7 @@ def read_pool(retrievers: Sequence[Retriever], reader: Reader, questions: Sequen
     for retriever in retrievers:
         answers.append([])
         contexts.append([])
-        for start in range(0, len(questions), batch_size):
+        for start in progress(range(0, len(questions), batch_size), f"read {retriever}", unit="batches"):
             batch = list(questions[start : start + batch_size])
             texts = [[p.to_text() for p in passages] for passages in retriever.retrieve(batch)]
             batch_answers = reader(batch, texts)

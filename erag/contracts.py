@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Callable, Mapping, Sequence
 
+from .progress import progress
+
 Reader = Callable[[list[str], list[list[str]]], list[str]]
 Reranker = Callable[[str, list[str]], Sequence[float]]
 RetrievalResults = Mapping[str, Mapping[str, object]]  # {query_id: {"question": str, "documents": [str]}}
@@ -50,7 +52,7 @@ def run_reader(
         reverse=True,
     )
     answers: list[str] = [""] * len(questions)
-    for start in range(0, len(order), batch_size):
+    for start in progress(range(0, len(order), batch_size), "reader", unit="batches"):
         batch = order[start : start + batch_size]
         outputs = reader([questions[i] for i in batch], [list(contexts[i]) for i in batch])
         if not _is_str_list(outputs) or len(outputs) != len(batch):

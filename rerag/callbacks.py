@@ -2,9 +2,12 @@
 from __future__ import annotations
 
 import json
+import sys
+import time
 from pathlib import Path
 
 import lightning as L
+from erag.progress import default_interval, progress_line
 
 
 class MetricsWriter(L.Callback):
@@ -68,3 +71,70 @@ class LearningCurve(L.Callback):
 
     def load_state_dict(self, state_dict: dict) -> None:
         self.points = list(state_dict["points"])
+
+
+class ProgressLines(L.Callback):
+    """Progress for logs: when stdout is not a terminal (a scheduler writing it to a file), print a
+    newline-terminated line on rank 0 every `interval` seconds (default $RERAG_PROGRESS_INTERVAL,
+    else 30) while fitting, validating, testing or predicting: step, rate, ETA, the latest
+    losses, and the metrics at the end of each validation. On a terminal it does nothing (the
+    progress bar shows the same). `rerag` adds it to every run (`--progress.interval`)."""
+
+    def __init__(self, interval: float | None = None):
+        self.interval = default_interval() if interval is None else interval
+        self._start: dict[str, float] = {}
+        self._last = 0.0
+
+    def _active(self, trainer: L.Trainer) -> bool:
+        return trainer.is_global_zero and not sys.stdout.isatty()
+
+    def _begin(self, stage: str) -> None:
+        self._start[stage] = self._last = time.monotonic()
+
+    def _report(self, trainer: L.Trainer, stage: str, done: int, total: int | float, unit: str, prefix: str,
+                force: bool = False) -> None:
+        now = time.monotonic()
+        if not self._active(trainer) or (not force and now - self._last < self.interval):
+            return
+        extra = {k: float(v) for k, v in trainer.callback_metrics.items() if k.startswith(prefix) and v.numel() == 1}
+        total = int(total) if total not in (None, float("inf")) else None
+        print(progress_line(stage, done, total, now - self._start[stage], unit, extra), flush=True)
+        self._last = now
+
+    def on_train_start(self, trainer, pl_module) -> None:
+        self._begin("fit")
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        self._report(trainer, "fit", trainer.global_step, trainer.estimated_stepping_batches, "steps", "train/")
+
+    def _eval_start(self, trainer, stage: str) -> None:
+        self._start[stage] = time.monotonic()
+
+    def _eval_batch(self, trainer, stage: str, batch_idx: int, dataloader_idx: int, totals) -> None:
+        total = totals[dataloader_idx] if isinstance(totals, list) else totals
+        self._report(trainer, stage, batch_idx + 1, total, "batches", f"{stage}/")
+
+    def on_validation_start(self, trainer, pl_module) -> None:
+        self._eval_start(trainer, "val")
+
+    def on_validation_batch_end(self, trainer, pl_module, outputs, batch, batch_idx, dataloader_idx=0) -> None:
+        self._eval_batch(trainer, "val", batch_idx, dataloader_idx, trainer.num_val_batches)
+
+    def on_validation_end(self, trainer, pl_module) -> None:
+        if self._active(trainer):
+            metrics = " | ".join(f"{k} {float(v):.4g}" for k, v in sorted(trainer.callback_metrics.items())
+                                 if k.startswith("val/") and v.numel() == 1)
+            print(f"[val] step {trainer.global_step} done in {time.monotonic() - self._start['val']:.1f} s | {metrics}",
+                  flush=True)
+
+    def on_test_start(self, trainer, pl_module) -> None:
+        self._eval_start(trainer, "test")
+
+    def on_test_batch_end(self, trainer, pl_module, outputs, batch, batch_idx, dataloader_idx=0) -> None:
+        self._eval_batch(trainer, "test", batch_idx, dataloader_idx, trainer.num_test_batches)
+
+    def on_predict_start(self, trainer, pl_module) -> None:
+        self._eval_start(trainer, "predict")
+
+    def on_predict_batch_end(self, trainer, pl_module, outputs, batch, batch_idx, dataloader_idx=0) -> None:
+        self._eval_batch(trainer, "predict", batch_idx, dataloader_idx, trainer.num_predict_batches)

@@ -14,6 +14,7 @@ from typing import Literal
 
 from lightning.pytorch.cli import LightningCLI
 
+from rerag.callbacks import ProgressLines
 from rerag.data.datamodule import RERAGDataModule
 from rerag.demo.reader_pretraining import CorpusConfig, PretrainConfig
 from rerag.module import RERAGModule
@@ -27,6 +28,20 @@ class RERAGCLI(LightningCLI):
             parser.link_arguments(f"model.{name}", f"data.init_args.{name}")
         parser.add_argument("--test_after_fit", type=bool, default=False,
                             help="after fit, run test on the best checkpoint (or the last weights)")
+        # Always on: newline progress lines when stdout is a file (a scheduler's log), nothing on a terminal.
+        parser.add_lightning_class_args(ProgressLines, "progress")
+
+    def before_instantiate_classes(self) -> None:
+        if sys.stdout.isatty():
+            return
+        # In a log file, progress bars are carriage-return redraws: ProgressLines reports instead.
+        import datasets
+        import transformers
+
+        config = self.config[self.subcommand] if self.subcommand else self.config
+        config.trainer.enable_progress_bar = False
+        transformers.utils.logging.disable_progress_bar()
+        datasets.utils.logging.disable_progress_bar()
 
     def after_fit(self) -> None:
         if not self.config.fit.get("test_after_fit"):

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import torch
-from tqdm import tqdm
+from erag.progress import progress
 
 from rerag.data.fid_format import read_fid
 from rerag.models.estimator import RelevanceEstimator
@@ -32,14 +32,14 @@ def rerank(estimator: RelevanceEstimator, records: Iterable[dict], top_k: int | 
 
 
 def write_records(path: str | Path, records: Iterable[dict]) -> int:
-    """Write records as JSONL, or as one JSON list when the name ends with `.json`, with a
-    progress bar; returns how many were written."""
+    """Write records as JSONL, or as one JSON list when the name ends with `.json`, reporting
+    progress (`erag.progress`); returns how many were written."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     as_list, n = path.suffix == ".json", 0
     with path.open("w", encoding="utf-8") as f:
         f.write("[\n" if as_list else "")
-        for record in tqdm(records, desc=path.name, unit="question"):
+        for record in progress(records, path.name, unit="questions"):
             f.write(("" if not as_list or n == 0 else ",\n") + json.dumps(record, ensure_ascii=False)
                     + ("" if as_list else "\n"))
             n += 1
