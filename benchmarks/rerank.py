@@ -22,7 +22,8 @@ from transformers import T5Config, T5ForConditionalGeneration
 from rerag.models.estimator import RelevanceEstimator
 from rerag.models.loading import load_tokenizer
 
-SIZES = {  # d_model, d_ff, d_kv, heads, layers: the shapes of the public T5 checkpoints
+SIZES = {  # d_model, d_ff, d_kv, heads, layers: the shapes of the public T5 checkpoints, and a toy one
+    "tiny": (64, 128, 16, 4, 2),  # for smoke runs (benchmarks/gpu_check.py --cpu-dry-run)
     "t5-small": (512, 2048, 64, 8, 6),
     "t5-base": (768, 3072, 64, 12, 12),
     "t5-large": (1024, 4096, 64, 16, 24),

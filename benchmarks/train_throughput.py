@@ -1,8 +1,27 @@
 """Questions/s of one full RE-RAG training step (RE + generator forward, the three losses,
-backward, AdamW), random-init T5s of a chosen size, K contexts per question.
+backward, AdamW), random-init T5s of a chosen size, K contexts per question, and the model FLOPs
+utilization (MFU) of that step on a GPU.
 
     python benchmarks/train_throughput.py                          # CPU: tiny and t5-small sizes
     python benchmarks/train_throughput.py --device cuda --sizes t5-base --batch 8 --precision bf16
+
+Model FLOPs per step: 6 x parameters x tokens (2 for the forward matmuls, 4 for the backward's),
+summed over both models, each token counted against the weights it passes through:
+
+    FLOPs = sum over RE, generator of 6 x (P_enc x T_enc + (P_dec + V d) x T_dec)
+
+P_enc, P_dec: the encoder's and the decoder's parameters without the token embedding (a lookup,
+no FLOPs); V d: the LM head, a matmul for every decoder token (T5 ties it to the embedding, so it
+is not in P_dec). T_enc = B K L input tokens (B questions, K contexts, L = --seq-len) for each
+model; T_dec = B K for the RE (one decoder step, eq. 4) and B K A for the generator (A =
+--answer-len). Counting a T5's whole parameter count against encoder + decoder tokens would
+give 2.6 times the figure at t5-base size (an encoder token never meets the decoder's weights, and
+decoder tokens are few). Attention scores (12 x layers x d x L FLOPs per token, about 3% at
+L = 128 for t5-base) are left out, as in the usual 6ND, so the MFU is a slight underestimate.
+
+MFU = FLOPs / (s/step) / the device's dense bf16 peak: 989 TFLOP/s for H100 SXM and H200 (NVIDIA's
+datasheets, without sparsity), looked up by torch.cuda.get_device_name(); --peak-tflops overrides
+it (and sets one for other devices or precisions).
 """
 from __future__ import annotations
 
@@ -22,6 +41,10 @@ from rerag.models.estimator import RelevanceEstimator  # noqa: E402
 from rerag.models.generator import Generator  # noqa: E402
 from rerag.models.loading import load_tokenizer  # noqa: E402
 
+# Dense bf16 peak, TFLOP/s, matched against torch.cuda.get_device_name() in this order (the PCIe and
+# NVL H100s clock lower than the SXM one, whose name carries no form factor: "NVIDIA H100 80GB HBM3").
+PEAK_BF16_TFLOPS = [("H200", 989.0), ("H100 PCIe", 756.0), ("H100 NVL", 835.0), ("H100", 989.0)]
+
 SIZES = {  # T5 shapes; vocabulary as T5's (32,128) so the RE's softmax is the real size
     "tiny": dict(d_model=64, d_ff=128, d_kv=16, num_heads=4, num_layers=2),
     "t5-small": dict(d_model=512, d_ff=2048, d_kv=64, num_heads=8, num_layers=6),
@@ -29,7 +52,17 @@ SIZES = {  # T5 shapes; vocabulary as T5's (32,128) so the RE's softmax is the r
 }
 
 
-def step_time(size: str, args) -> float:
+def model_flops(model, n_rows: int, enc_len: int, dec_len: int) -> float:
+    """Forward + backward FLOPs of one encoder-decoder over n_rows sequences (see the docstring)."""
+    def body(stack):  # an encoder or decoder stack without its token embedding
+        return sum(p.numel() for name, p in stack.named_parameters() if "embed_tokens" not in name)
+
+    head = model.get_output_embeddings().weight.numel()
+    return 6.0 * n_rows * (body(model.get_encoder()) * enc_len + (body(model.get_decoder()) + head) * dec_len)
+
+
+def step_time(size: str, args) -> tuple[float, float]:
+    """(seconds per training step, model FLOPs per step)."""
     tok = load_tokenizer("rerag:assets/demo_tokenizer")
     cfg = T5Config(vocab_size=32128, decoder_start_token_id=0, pad_token_id=0, eos_token_id=1,
                    dropout_rate=0.0, **SIZES[size])
@@ -52,6 +85,8 @@ def step_time(size: str, args) -> float:
         loss.backward()
         opt.step()
 
+    flops = (model_flops(re.model, n, args.seq_len, 1)  # the RE reads one decoder step
+             + model_flops(gen.model, n, args.seq_len, args.answer_len))
     for _ in range(args.warmup):
         step()
     if dev.type == "cuda":
@@ -61,7 +96,16 @@ def step_time(size: str, args) -> float:
         step()
     if dev.type == "cuda":
         torch.cuda.synchronize()
-    return (time.perf_counter() - start) / args.steps
+    return (time.perf_counter() - start) / args.steps, flops
+
+
+def peak_tflops(args) -> float | None:
+    if args.peak_tflops:
+        return args.peak_tflops
+    if args.device.startswith("cuda") and args.precision == "bf16":
+        name = torch.cuda.get_device_name(torch.device(args.device))
+        return next((tflops for key, tflops in PEAK_BF16_TFLOPS if key in name), None)
+    return None  # no table for CPUs or fp32 peaks: pass --peak-tflops
 
 
 def main() -> None:
@@ -75,14 +119,22 @@ def main() -> None:
     p.add_argument("--answer-len", type=int, default=8)
     p.add_argument("--steps", type=int, default=3)
     p.add_argument("--warmup", type=int, default=1)
+    p.add_argument("--peak-tflops", type=float,
+                   help="device peak for the MFU column, TFLOP/s (default: a known GPU's dense bf16 peak, with bf16)")
     args = p.parse_args()
     torch.manual_seed(0)
-    print(f"device: {args.device} ({torch.get_num_threads()} threads), torch {torch.__version__}, {args.precision}, "
-          f"batch {args.batch} questions x K={args.contexts} contexts x {args.seq_len} tokens")
-    print("| size | s/step | questions/s | contexts/s |\n|---|---|---|---|")
+    device = torch.cuda.get_device_name(torch.device(args.device)) if args.device.startswith("cuda") else args.device
+    peak = peak_tflops(args)
+    print(f"device: {device} ({torch.get_num_threads()} threads), torch {torch.__version__}, {args.precision}, "
+          f"batch {args.batch} questions x K={args.contexts} contexts x {args.seq_len} tokens, "
+          f"{args.answer_len} answer tokens; MFU against {f'{peak:g} TFLOP/s' if peak else 'no known peak'}")
+    print("| size | s/step | questions/s | contexts/s | model TFLOP/step | TFLOP/s | MFU |")
+    print("|---|---|---|---|---|---|---|")
     for size in args.sizes.split(","):
-        t = step_time(size, args)
-        print(f"| {size} | {t:.3f} | {args.batch / t:.2f} | {args.batch * args.contexts / t:.1f} |")
+        t, flops = step_time(size, args)
+        mfu = f"{100 * flops / t / 1e12 / peak:.1f}%" if peak else "-"
+        print(f"| {size} | {t:.3f} | {args.batch / t:.2f} | {args.batch * args.contexts / t:.1f} | "
+              f"{flops / 1e12:.3g} | {flops / t / 1e12:.3g} | {mfu} |")
 
 
 if __name__ == "__main__":

@@ -5,10 +5,19 @@ Figures are drawn on matplotlib's Agg canvas without pyplot, leaving the global 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 import numpy as np
-from matplotlib.figure import Figure
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+
+def _figure(**kwargs) -> Figure:
+    # matplotlib loads on the first plot, so that `import eor` works where it is not installed.
+    from matplotlib.figure import Figure
+
+    return Figure(**kwargs)
 
 
 def plot_heatmap(matrix, labels: Sequence[str], path: str | Path, title: str = "") -> Path:
@@ -16,7 +25,7 @@ def plot_heatmap(matrix, labels: Sequence[str], path: str | Path, title: str = "
     cell annotated; -1 marks an undefined error RWR as in figure 4."""
     matrix = np.asarray(matrix, dtype=float)
     size = 1.0 + 0.55 * len(labels)
-    figure = Figure(figsize=(size + 1.5, size))
+    figure = _figure(figsize=(size + 1.5, size))
     axes = figure.subplots()
     image = axes.imshow(matrix, cmap="Blues", vmin=0.0, vmax=max(1e-9, float(matrix.max())))
     axes.set_xticks(range(len(labels)), labels, rotation=60, ha="right")
@@ -35,7 +44,7 @@ def plot_boxplot(
 ) -> Path:
     """One box per group, e.g. MRLR per dataset (figure 2) or `oracle_upper_bound` per pool size
     (figure 5), with an optional dashed reference line (figure 5's best single retriever)."""
-    figure = Figure(figsize=(1.5 + 0.6 * len(groups), 4))
+    figure = _figure(figsize=(1.5 + 0.6 * len(groups), 4))
     axes = figure.subplots()
     axes.boxplot([list(v) for v in groups.values()])
     axes.set_xticks(range(1, len(groups) + 1), [str(k) for k in groups])

@@ -1,9 +1,31 @@
 """RE-RAG: a relevance estimator trained jointly with the answer generator (Kim & Lee, 2024)."""
-import rerag.demo.pointer_generator  # noqa: F401  (registers model type `pointer_t5`, the shipped reader's)
-from rerag.data.datamodule import RERAGDataModule
-from rerag.models.estimator import RelevanceEstimator
-from rerag.models.generator import Generator
-from rerag.models.loading import ModelSpec
-from rerag.module import RERAGModule
+import importlib
 
-__all__ = ["Generator", "ModelSpec", "RERAGDataModule", "RERAGModule", "RelevanceEstimator"]
+# Registers model type `pointer_t5` with the Auto classes, so that importing `rerag` is enough to
+# load the shipped reader; it needs only torch and transformers.
+import rerag.demo.pointer_generator  # noqa: F401
+
+# The public names load on first access (PEP 562), not at `import rerag`: the datamodule pulls in
+# `datasets` and the module Lightning and PEFT, and code that needs only the models or the losses
+# (the GPU benchmarks, on machines without `datasets`) must import without them.
+_LAZY = {
+    "Generator": "rerag.models.generator",
+    "ModelSpec": "rerag.models.loading",
+    "RERAGDataModule": "rerag.data.datamodule",
+    "RERAGModule": "rerag.module",
+    "RelevanceEstimator": "rerag.models.estimator",
+}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value  # later lookups skip this function
+        return value
+    raise AttributeError(f"module 'rerag' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))

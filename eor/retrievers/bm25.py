@@ -1,13 +1,22 @@
 """Sparse retrieval with BM25 (bm25s) over a passage corpus."""
 from __future__ import annotations
 
+import os
 from dataclasses import replace
 from typing import Sequence
 
-import bm25s
-
 from eor.corpus import Passage
 from eor.retrievers.base import BaseRetriever
+
+
+def import_bm25s():
+    """bm25s, imported on first use. bm25s imports JAX when it is installed, and JAX then takes 75%
+    of the GPU's memory on its first use unless told not to: importing it at module top cost a CUDA
+    training run out of memory (BENCHMARKS.md)."""
+    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+    import bm25s
+
+    return bm25s
 
 
 class BM25Retriever(BaseRetriever):
@@ -20,6 +29,7 @@ class BM25Retriever(BaseRetriever):
         self.corpus = list(corpus)
         self.k = min(k, len(self.corpus))
         self.stopwords = stopwords
+        bm25s = import_bm25s()
         self.index = bm25s.BM25()
         tokens = bm25s.tokenize([p.to_text() for p in self.corpus], stopwords=stopwords, show_progress=False)
         self.index.index(tokens, show_progress=False)
@@ -27,6 +37,7 @@ class BM25Retriever(BaseRetriever):
     def retrieve(self, questions: Sequence[str]) -> list[list[Passage]]:
         if not questions:
             return []
+        bm25s = import_bm25s()
         tokens = bm25s.tokenize(list(questions), stopwords=self.stopwords, return_ids=False, show_progress=False)
         ids, scores = self.index.retrieve(tokens, k=self.k, show_progress=False)
         return [

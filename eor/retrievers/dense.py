@@ -5,7 +5,6 @@ import math
 from dataclasses import replace
 from typing import Literal, Sequence
 
-import faiss
 import numpy as np
 
 from eor.corpus import Passage
@@ -44,6 +43,8 @@ class DenseRetriever(BaseRetriever):
         self.encoder = encoder
         self.query_encoder = query_encoder or encoder
         self.k = min(k, len(self.corpus))
+        import faiss  # here, not at the top: `import eor` must work where faiss is not installed
+
         vectors = encoder.encode([p.to_text() for p in self.corpus])
         self.index = _build_index(vectors, index, nlist, nprobe, hnsw_m, ef_search)
         if index != "hnsw" and (faiss.get_num_gpus() > 0 if gpu is None else gpu):
@@ -60,6 +61,8 @@ class DenseRetriever(BaseRetriever):
 
 
 def _build_index(vectors: np.ndarray, kind: str, nlist: int | None, nprobe: int, hnsw_m: int, ef_search: int):
+    import faiss
+
     n, dim = vectors.shape
     if kind == "flat":
         index = faiss.IndexFlatIP(dim)

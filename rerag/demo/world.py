@@ -15,7 +15,6 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
-import bm25s
 import numpy as np
 import torch
 from erag.answers import has_answer
@@ -160,6 +159,9 @@ def build_world(cfg: WorldConfig) -> tuple[list[dict], dict[str, list[dict]]]:
 
 def retrieve_bm25(corpus: list[dict], questions: list[dict], k: int) -> list[list[tuple[int, float]]]:
     """Top-k (passage index, BM25 score) per question with bm25s over title + text."""
+    from eor.retrievers.bm25 import import_bm25s  # here, not at the top: bm25s may import JAX (see there)
+
+    bm25s = import_bm25s()
     retriever = bm25s.BM25()
     retriever.index(bm25s.tokenize([f"{d['title']} {d['text']}" for d in corpus], show_progress=False),
                     show_progress=False)
