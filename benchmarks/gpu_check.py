@@ -241,7 +241,7 @@ def demo_config(args, max_steps: int, demo_out: Path, scratch: Path) -> str:
     import yaml  # PyYAML: a dependency of transformers, so on the GPU image too
 
     config = yaml.safe_load((REPO / "configs" / "demo.yaml").read_text())
-    trainer, data = config["trainer"], config["data"]
+    trainer, data = config["trainer"], config["data"]["init_args"]
     trainer.update(
         accelerator="cpu" if args.cpu_dry_run else "gpu", precision=args.demo_precision, max_steps=max_steps,
         # Validate at the end of a shortened run, so that the test reads a checkpoint of its last step.
@@ -265,7 +265,7 @@ def demo_config(args, max_steps: int, demo_out: Path, scratch: Path) -> str:
     trainer["callbacks"] = callbacks
     data["data_dir"] = str(scratch / "data")
     if args.cpu_dry_run:  # a toy world: 20 training people (80 questions), 4 dev and 4 test people
-        data["demo"].update(n_train_people=20, n_dev_people=4, n_test_people=4)
+        data["world"].update(n_train_people=20, n_dev_people=4, n_test_people=4)
     return yaml.safe_dump(config, sort_keys=False)
 
 

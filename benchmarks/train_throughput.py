@@ -26,20 +26,16 @@ it (and sets one for other devices or precisions).
 from __future__ import annotations
 
 import argparse
-import sys
 import time
-from pathlib import Path
 
-# Run as a script from the repository: keep this folder from shadowing the packages.
-sys.path = [p for p in sys.path if Path(p).resolve() != Path(__file__).resolve().parent]
 
-import torch  # noqa: E402
-from transformers import T5Config, T5ForConditionalGeneration  # noqa: E402
+import torch
+from transformers import T5Config, T5ForConditionalGeneration
 
-from rerag.losses import rerag_loss  # noqa: E402
-from rerag.models.estimator import RelevanceEstimator  # noqa: E402
-from rerag.models.generator import Generator  # noqa: E402
-from rerag.models.loading import load_tokenizer  # noqa: E402
+from rerag.losses import rerag_loss
+from rerag.models.estimator import RelevanceEstimator
+from rerag.models.generator import Generator
+from rerag.models.loading import load_tokenizer
 
 # Dense bf16 peak, TFLOP/s, matched against torch.cuda.get_device_name() in this order (the PCIe and
 # NVL H100s clock lower than the SXM one, whose name carries no form factor: "NVIDIA H100 80GB HBM3").

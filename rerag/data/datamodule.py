@@ -10,7 +10,6 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 from functools import partial
-from pathlib import Path
 
 import lightning as L
 import torch

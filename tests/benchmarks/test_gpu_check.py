@@ -84,7 +84,7 @@ def test_gpu_parts_import_without_the_demo_dependencies():
     import os
 
     code = ("import sys, kernels, rerag.losses, rerag.models.estimator, rerag.models.generator\n"
-            "import eor, rerag.data.synthetic\n"  # bm25s (and with it JAX) loads where BM25 runs
+            "import eor, rerag.demo.world\n"  # bm25s (and with it JAX) loads where BM25 runs
             "print(sorted(m for m in ('datasets', 'jsonargparse', 'bm25s') if m in sys.modules))")
     repo = str(SCRIPT.parents[1])
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([repo, os.environ.get("PYTHONPATH", "")])}

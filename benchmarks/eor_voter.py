@@ -4,22 +4,18 @@ Uncached: every vote recomputes the pairwise similarities of eq. 6 from the answ
 (`Voter.vote`). Cached: the [Q, R, R, M] tensor is computed once and each vote is a tensor
 operation (`Voter.select`), which is what every Nelder-Mead objective evaluation does.
 
-    python benchmarks/eor.py [--questions 512] [--retrievers 16] [--threads 1] [--encoder PATH]
+    python benchmarks/eor_voter.py [--questions 512] [--retrievers 16] [--threads 1] [--encoder PATH]
 
 `--encoder` adds an embedding-similarity metric from a local sentence-transformers or HF encoder.
 """
 from __future__ import annotations
 
 import argparse
-import sys
 import time
-from pathlib import Path
 
-# Run as a script, this file's folder comes first on sys.path and its name would shadow the package.
-sys.path = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
+import numpy as np
+import torch
 
 from eor import EmbeddingSimilarity, ExactMatch, TokenF1, Voter, VoterWeights, similarity_tensor
 

@@ -20,8 +20,8 @@ fresh process after model build and a warm-up call. It counts everything the pro
 allocations. Every output is exactly ``--max-new-tokens`` long (``min_new_tokens``), so that a
 random model's early end-of-sequence does not favour either side.
 
-    python benchmarks/erag.py            # T5-small shape, 8 queries x 50 documents x 100 words
-    python benchmarks/erag.py --d-model 64 --layers 2 --queries 2 --docs 10   # quick look
+    python benchmarks/erag_cost.py            # T5-small shape, 8 queries x 50 documents x 100 words
+    python benchmarks/erag_cost.py --d-model 64 --layers 2 --queries 2 --docs 10   # quick look
 """
 from __future__ import annotations
 
@@ -29,15 +29,11 @@ import argparse
 import ctypes
 import gc
 import json
-import os
 import random
 import subprocess
 import sys
 import time
 
-# This file is named erag.py: drop its folder from the path so that `import erag` finds the package.
-_HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
 
 MODES = ("e2e-concat", "e2e-fid", "erag")
 
