@@ -1,6 +1,11 @@
 import json
+import re
+import subprocess
+import sys
+from pathlib import Path
 
 import lightning as L
+import pytest
 
 from rerag.callbacks import LearningCurve
 from rerag.data.datamodule import RERAGDataModule
@@ -33,3 +38,25 @@ def test_learning_curve_records_every_validation_and_draws_it(module_kwargs, dat
     restored = LearningCurve(str(tmp_path / "other"))
     restored.load_state_dict(curve.state_dict())
     assert restored.points == points
+
+
+@pytest.mark.slow
+def test_demo_cli_writes_progress_lines_to_a_log_file(tmp_path):
+    # A scheduler's view: stdout is a file. Expect timed newline progress lines, no \r redraws.
+    root = Path(__file__).resolve().parents[2]
+    out, data = tmp_path / "out", tmp_path / "data"
+    log = tmp_path / "log.txt"
+    command = [sys.executable, "-m", "rerag", "fit", "--config", str(root / "configs" / "demo.yaml"),
+               "--trainer.max_steps", "6", "--trainer.val_check_interval", "3", "--test_after_fit", "false",
+               "--trainer.default_root_dir", str(out), "--trainer.logger", "false", "--trainer.callbacks", "[]",
+               "--trainer.enable_checkpointing", "false", "--progress.interval", "0.2",
+               "--data.init_args.data_dir", str(data), "--data.init_args.world.n_train_people", "10",
+               "--data.init_args.world.n_dev_people", "2", "--data.init_args.world.n_test_people", "2"]
+    with open(log, "w") as f:
+        subprocess.run(command, stdout=f, stderr=subprocess.STDOUT, check=True, timeout=600, cwd=tmp_path)
+    text = log.read_text()
+    assert "\r" not in text
+    fit_lines = [line for line in text.splitlines() if line.startswith("[fit] ")]
+    assert len(fit_lines) >= 3, text[-3000:]
+    assert all(re.search(r"\d+/6 steps .* steps/s \| elapsed .* \| ETA .* train/loss ", line) for line in fit_lines)
+    assert sum(line.startswith("[val] step ") and "val/re_recall@1" in line for line in text.splitlines()) >= 2
