@@ -17,6 +17,8 @@ from lightning.pytorch.cli import LightningCLI
 from rerag.callbacks import ProgressLines
 from rerag.data.datamodule import RERAGDataModule
 from rerag.demo.reader_pretraining import CorpusConfig, PretrainConfig
+from rerag.integrations.eor_evaluation import run_eor
+from rerag.integrations.erag_evaluation import run_erag
 from rerag.module import RERAGModule
 
 
@@ -200,14 +202,7 @@ def unanswerable_report(*, dev: str, test: str) -> None:
     print(report(dev_rows, test_rows))
 
 
-def _lazy(module: str, name: str):
-    """The function `module.name`, imported when its subcommand runs (keeps `rerag --help` fast)."""
-    import importlib
-
-    return getattr(importlib.import_module(module), name)
-
-
-#: Every package subcommand: name -> (the function jsonargparse parses, or where it lives).
+#: Every package subcommand: name -> the function jsonargparse parses (signature and docstring).
 COMMANDS = {
     "make-demo-data": make_demo_data,
     "make-tokenizer": make_tokenizer,
@@ -216,21 +211,16 @@ COMMANDS = {
     "rerank": rerank,
     "predict-file": predict_file,
     "unanswerable-report": unanswerable_report,
-    "eor": ("rerag.integrations.eor_evaluation", "run_eor"),
-    "erag": ("rerag.integrations.erag_evaluation", "run_erag"),
+    "eor": run_eor,
+    "erag": run_erag,
 }
 LIGHTNING = {"fit": "train and validate; test the best checkpoint with --test_after_fit true",
              "validate": "evaluate on the dev split", "test": "evaluate on the test split",
              "predict": "write predictions with a LightningModule checkpoint"}
 
 
-def _function(name: str):
-    target = COMMANDS[name]
-    return _lazy(*target) if isinstance(target, tuple) else target
-
-
 def _summary(name: str) -> str:
-    return (_function(name).__doc__ or "").strip().splitlines()[0]
+    return (COMMANDS[name].__doc__ or "").strip().splitlines()[0]
 
 
 def usage() -> str:
@@ -248,7 +238,7 @@ def main(argv: list[str] | None = None) -> None:
     if args[0] in COMMANDS:
         from jsonargparse import CLI
 
-        CLI(_function(args[0]), args=args[1:], prog=f"rerag {args[0]}")
+        CLI(COMMANDS[args[0]], args=args[1:], prog=f"rerag {args[0]}")
         return
     RERAGCLI(RERAGModule, RERAGDataModule, subclass_mode_data=True, args=None if argv is None else args,
              save_config_kwargs={"overwrite": True})
