@@ -26,7 +26,7 @@ def test_configs_parse(config, capsys):
 def test_paper_config_is_the_papers_setup():
     cfg = yaml.safe_load((ROOT / "configs" / "nq_t5_base.yaml").read_text())
     t, m, d = cfg["trainer"], cfg["model"], cfg["data"]["init_args"]
-    assert t["devices"] * t["accumulate_grad_batches"] * d["batch_size"] == 64
+    assert t["devices"] * t["num_nodes"] * t["accumulate_grad_batches"] * d["batch_size"] == 64
     assert (m["lr"], m["weight_decay"], m["alpha_re"], m["alpha_tok"]) == (1e-4, 1e-3, 1.0, 1.0)
     assert (d["n_train_contexts"], d["n_eval_contexts"], m["test_top_k"]) == (20, 100, 25)
 
