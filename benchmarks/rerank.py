@@ -66,27 +66,41 @@ def main() -> None:
     p.add_argument("--batch-size", type=int, default=32, help="contexts per forward pass")
     p.add_argument("--length", type=int, default=128, help="input tokens per (question, context)")
     p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--mixed", action="store_true",
+                   help="contexts of mixed lengths (uniform in 16..--length tokens): also time the RE's "
+                        "length-sorted chunks (score_rows) against chunks in input order")
     args = p.parse_args()
     device, dtype = torch.device(args.device), getattr(torch, args.dtype)
     torch.manual_seed(0)
     estimator = build(args.size, device, dtype)
     ids = torch.randint(3, 4096, (args.contexts, args.length), device=device)
-    mask = torch.ones_like(ids)
-    batches = [(ids[i : i + args.batch_size], mask[i : i + args.batch_size])
-               for i in range(0, args.contexts, args.batch_size)]
+    lengths = (torch.randint(16, args.length + 1, (args.contexts,), device=device) if args.mixed
+               else torch.full((args.contexts,), args.length, device=device))
+    mask = (torch.arange(args.length, device=device) < lengths[:, None]).long()
+    # Input order, each batch cut to its own longest row: how rows were scored before length sorting.
+    batches = []
+    for i in range(0, args.contexts, args.batch_size):
+        width = int(lengths[i : i + args.batch_size].max())
+        batches.append((ids[i : i + args.batch_size, :width], mask[i : i + args.batch_size, :width]))
     methods = {"MonoT5: logits, log_softmax over V": lambda i, m: monot5_scores(estimator, i, m),
                "RE: two LM-head rows (eq. 4)": estimator}
+    if args.mixed:
+        sorted_pass = [(ids, mask)]  # one call: score_rows sorts and chunks itself
+        methods["RE, length-sorted chunks (score_rows)"] = lambda i, m: estimator.score_rows(i, m, args.batch_size)
     seconds = {name: [] for name in methods}
     with torch.inference_mode():
-        for fn in methods.values():  # warm-up
-            timed_pass(fn, batches[:1], device)
-        for _ in range(args.repeats):  # alternate, so drifting load hits both alike
+        def passes(name):
+            return sorted_pass if name.startswith("RE, length-sorted") else batches
+
+        for name, fn in methods.items():  # warm-up
+            timed_pass(fn, passes(name)[:1], device)
+        for _ in range(args.repeats):  # alternate, so drifting load hits every method alike
             for name, fn in methods.items():
-                seconds[name].append(timed_pass(fn, batches, device))
+                seconds[name].append(timed_pass(fn, passes(name), device))
     params = sum(p.numel() for p in estimator.model.parameters()) / 1e6
     print(f"{args.size}-sized T5 ({params:.0f}M parameters, V = 32128), {device.type}"
           f"{' ' + torch.cuda.get_device_name() if device.type == 'cuda' else ''}, {args.dtype}, "
-          f"{args.contexts} contexts x {args.length} tokens, batch {args.batch_size}, best of {args.repeats}")
+          f"{args.contexts} contexts x {'16..' if args.mixed else ''}{args.length} tokens, batch {args.batch_size}, best of {args.repeats}")
     print("\n| method | contexts/s | ms per batch |\n|---|---|---|")
     rate = {}
     for name, times in seconds.items():
@@ -95,6 +109,8 @@ def main() -> None:
         print(f"| {name} | {rate[name]:.1f} | {1000 * t / len(batches):.1f} |")
     re_rate, mono_rate = rate["RE: two LM-head rows (eq. 4)"], rate["MonoT5: logits, log_softmax over V"]
     print(f"\nRE / MonoT5 throughput: {re_rate / mono_rate:.2f}x")
+    if args.mixed:
+        print(f"length-sorted / input order (RE): {rate['RE, length-sorted chunks (score_rows)'] / re_rate:.2f}x")
 
 
 if __name__ == "__main__":

@@ -84,9 +84,9 @@ class RERAGModule(L.LightningModule):
 
     # ---- evaluation -----------------------------------------------------------------------
     def relevance_scores(self, re_inputs: dict) -> torch.Tensor:
-        """The RE's log-odds s for every flattened (question, context) row, in chunks."""
-        ids, mask, n = re_inputs["input_ids"], re_inputs["attention_mask"], self.hparams.score_batch_size
-        return torch.cat([self.estimator(ids[i : i + n], mask[i : i + n]) for i in range(0, len(ids), n)])
+        """The RE's log-odds s for every flattened (question, context) row, in length-sorted chunks."""
+        return self.estimator.score_rows(re_inputs["input_ids"], re_inputs["attention_mask"],
+                                         self.hparams.score_batch_size)
 
     def answer(self, batch: dict, kept: list[torch.Tensor], weights: torch.Tensor) -> list[tuple[str, float]]:
         """Generate from each kept context and marginalize with softmax(weights) (eq. 6)."""

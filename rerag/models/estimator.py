@@ -104,17 +104,29 @@ class RelevanceEstimator(nn.Module):
             s = s + (bias.view(-1)[self.true_id] - bias.view(-1)[self.false_id]).float()
         return s
 
+    def score_rows(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, batch_size: int = 64) -> torch.Tensor:
+        """s for many tokenized rows, `batch_size` rows per forward pass, in length-sorted chunks:
+        each chunk is cut to its own longest row, so short contexts do not pay for long ones'
+        padding. Returns [N] float32 in the rows' order."""
+        lengths = attention_mask.sum(dim=1)
+        order = torch.argsort(lengths, descending=True, stable=True)
+        out = torch.empty(len(order), device=input_ids.device)
+        left = self.tokenizer.padding_side == "left"
+        for start in range(0, len(order), batch_size):
+            rows = order[start : start + batch_size]
+            width = int(lengths[rows].max())
+            cols = slice(input_ids.shape[1] - width, None) if left else slice(0, width)
+            out[rows] = self(input_ids[rows, cols], attention_mask[rows, cols])
+        return out
+
     @torch.no_grad()
     def score(self, question: str, passages: list[dict | str], batch_size: int = 64) -> torch.Tensor:
-        """Log-odds s for each passage of one question. `estimator.score` is a reranker:
-        `(question, passages) -> scores`, as `eor`'s @RR op takes."""
-        device = next(self.parameters()).device
-        out = []
-        for i in range(0, len(passages), batch_size):
-            chunk = passages[i : i + batch_size]
-            enc = self.encode([question] * len(chunk), chunk).to(device)
-            out.append(self(enc["input_ids"], enc["attention_mask"]))
-        return torch.cat(out) if out else torch.empty(0)
+        """Log-odds s for each passage of one question (length-bucketed, see `score_rows`).
+        `estimator.score` is a reranker: `(question, passages) -> scores`, as `eor`'s @RR op takes."""
+        if not passages:
+            return torch.empty(0)
+        enc = self.encode([question] * len(passages), passages).to(next(self.parameters()).device)
+        return self.score_rows(enc["input_ids"], enc["attention_mask"], batch_size)
 
     def save_pretrained(self, directory: str | Path) -> None:
         """Write the model (safetensors, or only its LoRA adapters when it has them), its

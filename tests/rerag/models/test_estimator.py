@@ -41,3 +41,17 @@ def test_save_and_load_give_equal_scores(estimator, tmp_path):
     loaded = RelevanceEstimator.from_pretrained(tmp_path)
     torch.testing.assert_close(loaded.score("where was Ana born?", passages), before)
     assert loaded.template == estimator.template
+
+
+@pytest.mark.parametrize("padding_side", ["right", "left"])
+def test_length_sorted_chunks_give_each_row_its_own_score(estimator, padding_side):
+    # Mixed lengths: the bucketed path must score every row as a forward pass on that row alone does.
+    estimator.tokenizer.padding_side = padding_side
+    passages = ["bees", "Ana was born in Soltha, a town of bridges and bees in the north.", "x y", "Soltha"] * 2
+    enc = estimator.encode(["where was Ana born?"] * len(passages), passages)
+    with torch.no_grad():
+        bucketed = estimator.score_rows(enc["input_ids"], enc["attention_mask"], batch_size=3)
+        alone = torch.cat([estimator.score("where was Ana born?", [p], batch_size=1) for p in passages])
+    torch.testing.assert_close(bucketed, alone, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(estimator.score("where was Ana born?", passages, batch_size=3), alone,
+                               rtol=1e-4, atol=1e-4)
