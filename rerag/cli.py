@@ -114,7 +114,8 @@ def export(*, checkpoint: str, out: str, adapters_only: bool = False) -> None:
 
 
 def rerank(*, estimator: str, input: str, output: str, top_k: int | None = None, batch_size: int = 64,
-           device: str | None = None, trust_remote_code: bool = False) -> None:
+           device: str | None = None, dtype: Literal["float32", "bfloat16", "float16"] = "float32",
+           trust_remote_code: bool = False) -> None:
     """Rerank a FiD file's contexts with an exported RE (re_score = s, re_prob = sigmoid s).
 
     Args:
@@ -124,12 +125,16 @@ def rerank(*, estimator: str, input: str, output: str, top_k: int | None = None,
         top_k: contexts kept per question (default: all).
         batch_size: contexts of a question per RE forward pass.
         device: cpu | cuda (default: cuda when available).
+        dtype: the RE's weights in inference: bfloat16 halves memory and speeds up GPUs; s is float32 either way.
         trust_remote_code: allow model code from the model folder.
     """
+    import torch
+
     from rerag.infer.rerank import rerank_file
     from rerag.models.estimator import RelevanceEstimator
 
-    model = RelevanceEstimator.from_pretrained(estimator, trust_remote_code).to(_device(device))
+    model = RelevanceEstimator.from_pretrained(estimator, trust_remote_code).to(_device(device),
+                                                                               getattr(torch, dtype))
     n = rerank_file(model, input, output, top_k, batch_size)
     print(f"{n} questions -> {output}")
 

@@ -45,3 +45,15 @@ def test_empty_questions_are_errors(export_dir, tmp_path):
     bad.write_text(json.dumps({"id": "q1", "question": "", "ctxs": [{"text": "x"}]}) + "\n")
     with pytest.raises(FiDFormatError, match="line 1: field 'question'"):
         rerank_file(estimator, bad, tmp_path / "out.jsonl")
+
+
+def test_rerank_in_bfloat16_stays_close_to_float32(export_dir, world_dir, tmp_path):
+    outputs = {}
+    for dtype in ("float32", "bfloat16"):
+        main(["rerank", "--estimator", str(export_dir / "estimator"), "--input", str(world_dir / "dev.jsonl"),
+              "--output", str(tmp_path / f"{dtype}.jsonl"), "--dtype", dtype, "--device", "cpu"])
+        rows = [json.loads(line) for line in (tmp_path / f"{dtype}.jsonl").read_text().splitlines()]
+        outputs[dtype] = {(r["id"], c["id"]): c["re_score"] for r in rows for c in r["ctxs"]}
+    assert outputs["float32"].keys() == outputs["bfloat16"].keys()
+    diffs = [abs(outputs["float32"][k] - outputs["bfloat16"][k]) for k in outputs["float32"]]
+    assert 0 < max(diffs) < 0.25  # bf16 weights change s a little (s itself is computed in float32)
