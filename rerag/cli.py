@@ -116,7 +116,7 @@ def export(*, checkpoint: str, out: str, adapters_only: bool = False) -> None:
 def rerank(*, estimator: str, input: str, output: str, top_k: int | None = None, batch_size: int = 64,
            device: str | None = None, dtype: Literal["float32", "bfloat16", "float16"] = "float32",
            trust_remote_code: bool = False) -> None:
-    """Rerank a FiD file's contexts with an exported RE (re_score = s, re_prob = sigmoid s).
+    """Rerank a FiD file's contexts with an exported RE (re_score = s, re_prob = calibrated P or sigmoid s).
 
     Args:
         estimator: the RE folder written by `rerag export` (OUT/estimator).
@@ -190,6 +190,43 @@ def predict_file(*, input: str, output: str, checkpoint: str | None = None, expo
     print(f"{n} predictions -> {output}")
 
 
+def calibrate(*, estimator: str, dev: str, out: str, top_k: int = 25, depth: int | None = None,
+              method: Literal["platt", "temperature", "isotonic"] = "platt", test: str | None = None,
+              resamples: int = 1000, seed: int = 0, batch_size: int = 64, device: str | None = None,
+              trust_remote_code: bool = False) -> None:
+    """Fit the RE's calibrators on dev, save them with the RE, report ECE/Brier/AUROC/AURC and reliability diagrams.
+
+    Args:
+        estimator: the RE folder written by `rerag export` (OUT/estimator); calibration.json is written into it.
+        dev: FiD JSON or JSONL with gold answers (has_answer computed when absent) to fit on.
+        out: folder for calibration_report.json, reliability_set.png and reliability_context.png.
+        top_k: contexts kept per question; the set-level calibrator holds for this k only.
+        depth: list depth N: the first N contexts of each question (default: all); the set-level one holds for N only.
+        method: platt = sigmoid(a s + b); temperature = sigmoid(s / T); isotonic = monotone step map.
+        test: a held-out FiD file to report on (default: the report is in sample, on dev).
+        resamples: bootstrap resamples for the 95% intervals.
+        seed: the bootstrap's seed.
+        batch_size: contexts of a question per RE forward pass.
+        device: cpu | cuda (default: cuda when available).
+        trust_remote_code: allow model code from the model folder.
+    """
+    from pathlib import Path
+
+    from rerag.data.fid_format import read_fid
+    from rerag.infer.calibration import calibrate as run
+    from rerag.models.estimator import RelevanceEstimator
+
+    model = RelevanceEstimator.from_pretrained(estimator, trust_remote_code).to(_device(device))
+    report = run(model, read_fid(dev), out, top_k, depth, method, read_fid(test) if test else None, resamples,
+                 seed, batch_size, dev_name=dev, test_name=test or "test")
+    print(f"calibration -> {model.calibration.save(estimator)}\nreport -> {Path(out) / 'calibration_report.json'}")
+    for level, r in (("set-level", report), ("per-context", report["per_context"])):
+        print(f"{level} on {report['evaluated_on']}: ECE {r['ece_before']:.3f} -> {r['ece_after']:.3f} "
+              f"[{r['ece_after_ci'][0]:.3f}, {r['ece_after_ci'][1]:.3f}], "
+              f"Brier {r['brier_before']:.3f} -> {r['brier_after']:.3f}, "
+              f"AUROC {r['auroc'] and round(r['auroc'], 3)}, AURC {r['aurc']:.3f}")
+
+
 def unanswerable_report(*, dev: str, test: str) -> None:
     """Search the confidence threshold on dev (0.5..0.9, best F1) and report Tables 3 and 4 on test.
 
@@ -215,6 +252,7 @@ COMMANDS = {
     "export": export,
     "rerank": rerank,
     "predict-file": predict_file,
+    "calibrate": calibrate,
     "unanswerable-report": unanswerable_report,
     "eor": run_eor,
     "erag": run_erag,

@@ -2,7 +2,8 @@
 
 `predict`: the RE scores every context and keeps the top-k (`rerag.infer.rerank`); a reader answers from
 them (`RAGReader`: fast or thorough marginalization with P_RE, eq. 6, or RALM); confidence =
-max_j RE_ij over the kept set. With a threshold, a question below it is answered "unanswerable"
+max_j RE_ij over the kept set, RE being the context's `re_prob` (sigmoid(s), or the per-context
+calibrated P when the RE carries a calibration; see `rerag.infer.rerank`). With a threshold, a question below it is answered "unanswerable"
 (Table 4) or by a parametric reader given no context (the mixed strategy, Table 5). Each line holds
 the answer, the reader's answer before thresholding and its log-probability, the confidence, the
 strategy and the kept contexts; with gold answers, also `answers` and `answerable` (some kept

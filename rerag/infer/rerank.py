@@ -1,9 +1,11 @@
 """Rerank FiD-format records with the trained RE (section 2.2, "Reranking of contexts by relevance").
 
 Each context gets the RE's log-odds s = z_true - z_false (eq. 4; two LM-head rows, never the
-vocabulary softmax) as `re_score` and RE = sigmoid(s) (eq. 3) as `re_prob`; contexts are sorted
-by s, best first, and cut to `top_k`. A record with fewer contexts than `top_k` keeps them all.
-The rest of the record, the retriever's `score` included, is kept as it was.
+vocabulary softmax) as `re_score` and a probability as `re_prob`: the RE's per-context calibration
+P(has answer | s) when it carries one (`rerag calibrate`), else RE = sigmoid(s) (eq. 3), which the
+losses never tie to a probability. The record's `re_prob_calibrated` (true/false) says which.
+Contexts are sorted by s, best first, and cut to `top_k`. A record with fewer contexts than `top_k`
+keeps them all. The rest of the record, the retriever's `score` included, is kept as it was.
 """
 from __future__ import annotations
 
@@ -22,13 +24,15 @@ def rerank(estimator: RelevanceEstimator, records: Iterable[dict], top_k: int | 
            batch_size: int = 64) -> Iterator[dict]:
     """Yield each record with its contexts reranked by the RE (eval mode, on its device).
     A question's contexts go through the RE `batch_size` at a time; `top_k` None keeps them all."""
+    calibrator = estimator.calibration.per_context if estimator.calibration is not None else None
     for record in records:
         if not record["question"].strip():  # read_fid rejects these in files; records built in code may not
             raise ValueError(f"record id {record.get('id')!r}: the question is empty")
         s = estimator.score(record["question"], record["ctxs"], batch_size).float().cpu()
         order = torch.argsort(s, descending=True, stable=True)[:top_k].tolist()
-        yield {**record, "ctxs": [{**record["ctxs"][j], "re_score": s[j].item(), "re_prob": torch.sigmoid(s[j]).item()}
-                                  for j in order]}
+        p = calibrator(s.numpy()).tolist() if calibrator is not None else torch.sigmoid(s).tolist()
+        yield {**record, "re_prob_calibrated": calibrator is not None,
+               "ctxs": [{**record["ctxs"][j], "re_score": s[j].item(), "re_prob": p[j]} for j in order]}
 
 
 def write_records(path: str | Path, records: Iterable[dict]) -> int:

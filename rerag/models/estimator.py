@@ -4,6 +4,9 @@
 Only the first decoder step matters. Training needs log p_true and log p_false under the
 softmax over the whole vocabulary (eq. 3 and eq. 11), computed by `kernels`. Inference needs
 only s = z_true - z_false (eq. 4), two rows of the LM head, never the [N, V] logits.
+
+`score()` always returns the raw s. An exported folder may also hold `calibration.json` (written
+by `rerag calibrate`): the maps from s to probabilities, loaded as `estimator.calibration`.
 """
 from __future__ import annotations
 
@@ -15,7 +18,9 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 import kernels
 from rerag.inputs import DEFAULT_TEMPLATE, format_pairs
+from rerag.models.calibration import CALIBRATION_FILE, Calibration
 from rerag.models.folder import load_folder, save_folder
+from rerag.models.loading import resolve
 
 CONFIG_FILE = "rerag_estimator.json"
 
@@ -56,6 +61,7 @@ class RelevanceEstimator(nn.Module):
         self.template, self.max_length = template, max_length
         self.true_id = single_token_id(tokenizer, true_word)
         self.false_id = single_token_id(tokenizer, false_word)
+        self.calibration: Calibration | None = None  # set by from_pretrained or `rerag calibrate`
 
     def encode(self, questions: list[str], contexts: list[dict | str]) -> dict[str, torch.Tensor]:
         """Tokenize (question, context) pairs with the input template."""
@@ -130,14 +136,22 @@ class RelevanceEstimator(nn.Module):
 
     def save_pretrained(self, directory: str | Path) -> None:
         """Write the model (safetensors, or only its LoRA adapters when it has them), its
-        tokenizer and `rerag_estimator.json`."""
+        tokenizer, `rerag_estimator.json` and its calibration when it has one. A `calibration.json`
+        already in the folder is removed otherwise: it was fitted on another model's scores."""
         save_folder(directory, self.model, self.tokenizer, CONFIG_FILE, {
             "true_word": self.true_word, "false_word": self.false_word,
             "template": self.template, "max_length": self.max_length,
         })
+        if self.calibration is not None:
+            self.calibration.save(directory)
+        else:
+            (Path(directory) / CALIBRATION_FILE).unlink(missing_ok=True)
 
     @classmethod
     def from_pretrained(cls, directory: str | Path, trust_remote_code: bool = False, **overrides) -> "RelevanceEstimator":
-        """Load what `save_pretrained` wrote; no Lightning needed, no code run from files."""
+        """Load what `save_pretrained` wrote, with its calibration when the folder has one
+        (else `calibration` is None); no Lightning needed, no code run from files."""
         model, tokenizer, settings = load_folder(directory, CONFIG_FILE, trust_remote_code)
-        return cls(model, tokenizer, **{**settings, **overrides})
+        estimator = cls(model, tokenizer, **{**settings, **overrides})
+        estimator.calibration = Calibration.load(resolve(str(directory)))
+        return estimator

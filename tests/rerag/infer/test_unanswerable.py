@@ -36,8 +36,17 @@ def test_accuracy_before_and_after_thresholding():
     o, x = acc["answerable (O)"], acc["unanswerable (X)"]
     # O: right, right, wrong before; abstaining on the 2nd (0.6) loses it; the 3rd was wrong anyway.
     assert (o.questions, o.before, o.after) == (3, pytest.approx(2 / 3), pytest.approx(1 / 3))
-    # X: "Kasol" was right by luck, abstaining on it stays right; "honey" (0.95) stays wrong.
-    assert (x.questions, x.before, x.after) == (2, 0.5, 0.5)
+    # X: only "unanswerable" is right: none before; abstaining on "Kasol" (0.3) is right, "honey" (0.95) stays wrong.
+    assert (x.questions, x.before, x.after) == (2, 0.0, 0.5)
+
+
+def test_a_matching_guess_on_an_unanswerable_set_is_wrong():
+    # No kept context holds the answer, yet the reader's guess matches it, confidently (0.9) and
+    # not (0.2). Table 4's X column is classification accuracy: only abstaining counts.
+    rows = records(answers=["Soltha", "Varen", "bees"], reader_answers=["Soltha", "Varen", "unanswerable"],
+                   answerable=[False, False, False], confidence=[0.9, 0.2, 0.8])
+    x = accuracy_by_set(rows, threshold=0.5)["unanswerable (X)"]
+    assert (x.before, x.after) == (pytest.approx(1 / 3), pytest.approx(2 / 3))  # the old rule: 2/3 and 2/3
 
 
 def test_report_has_tables_3_and_4():
@@ -46,6 +55,6 @@ def test_report_has_tables_3_and_4():
     assert "| 0.8 (best) | 75.0 | 100.0 | 85.7 |" in text
     assert "| 7 | 3 | 75.0 | 100.0 | 85.7 |" in text  # Table 3 on "test"
     assert "| answerable (O) | 4 | 100.0 | 75.0 | -25.0 |" in text  # 0.72 < 0.8 abstains
-    assert "| unanswerable (X) | 3 | 100.0 | 100.0 | +0.0 |" in text
+    assert "| unanswerable (X) | 3 | 0.0 | 100.0 | +100.0 |" in text  # the reader's matching "a" is a guess
     with pytest.raises(ValueError, match="no gold answers"):
         report([{"id": "q1", "confidence": 0.5}], dev)
