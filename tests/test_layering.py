@@ -21,7 +21,7 @@ ALLOWED = {
     "erag": set(),
     "eor": {"erag"},
     "rerag.inputs": set(),
-    "rerag.data": {"erag", "rerag.inputs"},
+    "rerag.data": {"erag", "eor", "rerag.inputs"},
     "rerag.models": {"kernels", "erag", "rerag.inputs"},
     "rerag.method": {"kernels", "erag", "rerag.inputs", "rerag.data", "rerag.models"},
     "rerag.infer": {"kernels", "erag", "rerag.inputs", "rerag.data", "rerag.models", "rerag.method"},

@@ -1,7 +1,8 @@
 """The one data format: FiD / FiD-KD records, validated field by field.
 
 A record is `{"id", "question", "answers": [str, ...], "ctxs": [{"id", "title", "text",
-"score", "has_answer"?}, ...]}`. Files are UTF-8: a JSON list of records or JSONL, one per line.
+"score", "has_answer"?, "gold"?}, ...]}` (`gold`: the passage holds the question's own answer span, as
+the SQuAD builder marks it; kept when present, other unknown keys are dropped). Files are UTF-8: a JSON list of records or JSONL, one per line.
 Every problem is reported as `FiDFormatError` naming the file, the place (`line L` in JSONL;
 `record N, line L` in a JSON list, N counted from 1 and L the line where the record starts, or
 where the bad byte or broken JSON is) and the field. See `read_fid` for ids, duplicates, empty
@@ -21,7 +22,7 @@ from erag.answers import has_answer
 log = logging.getLogger(__name__)
 
 # Bump when validation gets stricter, so caches of files validated by older rules are rebuilt.
-VALIDATION_VERSION = 2
+VALIDATION_VERSION = 3
 
 
 class FiDFormatError(ValueError):
@@ -53,7 +54,7 @@ class Place(NamedTuple):
         return f"record {self.number}, line {self.line}" if self.in_list else f"line {self.line}"
 
 
-def _decode(path: Path, data: bytes) -> str:
+def decode_utf8(path: Path, data: bytes) -> str:
     """The file's text; a byte that is not UTF-8 raises, naming its line and, when the file
     parses around it, the record and the field that hold it."""
     try:
@@ -138,7 +139,7 @@ def iter_raw_records(path: str | Path) -> Iterator[tuple[Place, Any]]:
     path = Path(path)
     if not path.is_file():
         raise FiDFormatError(path, None, None, "file not found")
-    yield from _parse(path, _decode(path, path.read_bytes()))
+    yield from _parse(path, decode_utf8(path, path.read_bytes()))
 
 
 def _require(cond: bool, path, where: Place, field, problem) -> None:
@@ -148,7 +149,7 @@ def _require(cond: bool, path, where: Place, field, problem) -> None:
 
 def validate_record(raw: Any, path: str | Path, where: Place | int, require_answers: bool = True) -> dict:
     """Check one raw record and return it in canonical form (string ids, finite float scores,
-    `has_answer` on every context, computed DPR-style when the file lacks it).
+    `has_answer` on every context, computed DPR-style when the file lacks it; `gold` kept where given).
 
     `where` is the record's `Place` (a bare int is read as a JSONL line that is also the record's
     number). A record without an `id` gets its 1-based position in the file, `str(where.number)`:
@@ -190,10 +191,13 @@ def validate_record(raw: Any, path: str | Path, where: Place | int, require_answ
         _require(math.isfinite(score), path, where, f"{f}.score", f"must be a finite number, not {score!r}")
         hit = ctx.get("has_answer")
         _require(hit is None or isinstance(hit, bool), path, where, f"{f}.has_answer", "must be a boolean")
+        gold = ctx.get("gold")
+        _require(gold is None or isinstance(gold, bool), path, where, f"{f}.gold", "must be a boolean")
         title, text = ctx.get("title", ""), ctx["text"]
         if hit is None:
             hit = has_answer(text, answers) if answers else False  # DPR: the passage text, never the title
-        out_ctxs.append({"id": str(cid), "title": title, "text": text, "score": score, "has_answer": hit})
+        out = {"id": str(cid), "title": title, "text": text, "score": score, "has_answer": hit}
+        out_ctxs.append(out if gold is None else {**out, "gold": gold})
     return {"id": str(qid), "question": question, "answers": answers, "ctxs": out_ctxs}
 
 

@@ -193,3 +193,13 @@ def test_has_answer_is_computed_on_the_passage_text_not_the_title(tmp_path):
                        {"id": "p2", "title": "Ana", "text": "Ana was born in Soltha.", "score": 1.0}]}
     [read] = read_fid(write_jsonl(tmp_path / "d.jsonl", [record]))
     assert [c["has_answer"] for c in read["ctxs"]] == [False, True]
+
+
+def test_gold_flag_is_kept_and_checked(tmp_path):
+    marked = {**GOOD, "ctxs": [{**GOOD["ctxs"][0], "gold": True, "other": 1}, GOOD["ctxs"][1]]}
+    (record,) = read_fid(write_jsonl(tmp_path / "d.jsonl", [marked]))
+    assert record["ctxs"][0]["gold"] is True and "other" not in record["ctxs"][0]
+    assert "gold" not in record["ctxs"][1]  # not invented where the file has none
+    marked["ctxs"][0]["gold"] = "yes"
+    with pytest.raises(FiDFormatError, match=r"line 1: field 'ctxs\[0\].gold': must be a boolean"):
+        list(read_fid(write_jsonl(tmp_path / "d.jsonl", [marked])))
