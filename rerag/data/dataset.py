@@ -24,6 +24,7 @@ FEATURES = datasets.Features(
                 "text": datasets.Value("string"),
                 "score": datasets.Value("float32"),
                 "has_answer": datasets.Value("bool"),
+                "gold": datasets.Value("bool"),  # the passage holding the question's own answer span; None if unknown
             }
         ),
     }

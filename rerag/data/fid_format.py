@@ -22,7 +22,7 @@ from erag.answers import has_answer
 log = logging.getLogger(__name__)
 
 # Bump when validation gets stricter, so caches of files validated by older rules are rebuilt.
-VALIDATION_VERSION = 3
+VALIDATION_VERSION = 4
 
 
 class FiDFormatError(ValueError):

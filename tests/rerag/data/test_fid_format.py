@@ -203,3 +203,11 @@ def test_gold_flag_is_kept_and_checked(tmp_path):
     marked["ctxs"][0]["gold"] = "yes"
     with pytest.raises(FiDFormatError, match=r"line 1: field 'ctxs\[0\].gold': must be a boolean"):
         list(read_fid(write_jsonl(tmp_path / "d.jsonl", [marked])))
+
+
+def test_the_cached_dataset_keeps_gold_and_leaves_it_unknown_where_absent(tmp_path):
+    with_gold = {**GOOD, "ctxs": [{**GOOD["ctxs"][0], "gold": True}, {**GOOD["ctxs"][1], "gold": False}]}
+    path = write_jsonl(tmp_path / "d.jsonl", numbered(with_gold, GOOD))
+    ds = load_fid_dataset(path, cache_dir=str(tmp_path / "cache"))
+    assert [c["gold"] for c in ds[0]["ctxs"]] == [True, False]
+    assert [c["gold"] for c in ds[1]["ctxs"]] == [None, None]
