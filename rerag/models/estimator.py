@@ -122,7 +122,7 @@ class RelevanceEstimator(nn.Module):
             rows = order[start : start + batch_size]
             width = int(lengths[rows].max())
             cols = slice(input_ids.shape[1] - width, None) if left else slice(0, width)
-            out[rows] = self(input_ids[rows, cols], attention_mask[rows, cols])
+            out[rows] = self(input_ids[rows, cols], attention_mask[rows, cols]).float()  # autocast may give bf16
         return out
 
     @torch.no_grad()
