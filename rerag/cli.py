@@ -34,16 +34,21 @@ class RERAGCLI(LightningCLI):
         parser.add_lightning_class_args(ProgressLines, "progress")
 
     def before_instantiate_classes(self) -> None:
-        if sys.stdout.isatty():
-            return
-        # In a log file, progress bars are carriage-return redraws: ProgressLines reports instead.
-        import datasets
-        import transformers
+        if not sys.stdout.isatty():  # ProgressLines reports instead of the bar
+            config = self.config[self.subcommand] if self.subcommand else self.config
+            config.trainer.enable_progress_bar = False
 
-        config = self.config[self.subcommand] if self.subcommand else self.config
-        config.trainer.enable_progress_bar = False
-        transformers.utils.logging.disable_progress_bar()
-        datasets.utils.logging.disable_progress_bar()
+
+def quiet_progress_bars_in_logs() -> None:
+    """In a log file (stdout not a terminal), progress bars are carriage-return redraws: turn off
+    those of transformers and datasets; rerag's own loops print timed lines (`erag.progress`)."""
+    if sys.stdout.isatty():
+        return
+    import datasets
+    import transformers
+
+    transformers.utils.logging.disable_progress_bar()
+    datasets.utils.logging.disable_progress_bar()
 
     def after_fit(self) -> None:
         if not self.config.fit.get("test_after_fit"):
@@ -305,6 +310,7 @@ def main(argv: list[str] | None = None) -> None:
     if not args or args[0] in ("-h", "--help"):
         print(usage())
         return
+    quiet_progress_bars_in_logs()
     if args[0] in COMMANDS:
         from jsonargparse import CLI
 
