@@ -275,8 +275,8 @@ def demo_report(demo_out: Path, max_steps: int, wall: float, args) -> str:
     cpu_dev = CPU_DEMO_DEV_RECALL.get(dev[0]) if dev else None
     where = f"{'cpu (dry run, toy world)' if args.cpu_dry_run else 'gpu'}, {args.demo_precision}"
     lines = [
-        f"Wall time of `rerag fit` (world, sanity validation, training, validation, test). Test split; dev RE "
-        f"Recall@1 at this run's last validation, the CPU run's at the same step beside it.",
+        "Wall time of `rerag fit` (world, sanity validation, training, validation, test). Test split; dev RE "
+        "Recall@1 at this run's last validation, the CPU run's at the same step beside it.",
         "",
         "| run | steps | wall | test RE Recall@1 | test BM25 Recall@1 | test RE-RAG EM | test retriever-order EM "
         "| dev RE Recall@1 (step) |",

@@ -25,7 +25,8 @@ from rerag.inputs import format_pairs
 from rerag.losses import rerag_loss
 from rerag.models.estimator import RelevanceEstimator
 from rerag.models.generator import Generator
-from rerag.models.loading import ModelSpec, build_seq2seq, load_tokenizer
+from erag.lm import load_tokenizer
+from rerag.models.loading import ModelSpec, build_seq2seq
 
 ROOT = Path(__file__).resolve().parent.parent
 

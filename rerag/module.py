@@ -16,7 +16,8 @@ from rerag.losses import rerag_loss
 from rerag.metrics import ExactMatch, recall_at_k
 from rerag.models.estimator import RelevanceEstimator
 from rerag.models.generator import Generator
-from rerag.models.loading import ModelSpec, build_seq2seq, load_tokenizer
+from erag.lm import load_tokenizer
+from rerag.models.loading import ModelSpec, build_seq2seq
 
 
 class RERAGModule(L.LightningModule):

@@ -300,7 +300,7 @@ def pretrain(cfg: PretrainConfig, corpus_cfg: CorpusConfig | None = None, log=pr
              eval_sets: dict[str, list[dict]] | None = None) -> tuple[object, list[dict]]:
     """Train the reader; return the Generator and the log rows (step, loss, EM per eval set)."""
     from rerag.models.generator import Generator
-    from rerag.models.loading import load_tokenizer
+    from erag.lm import load_tokenizer
 
     torch.set_num_threads(cfg.threads)
     torch.manual_seed(cfg.seed)

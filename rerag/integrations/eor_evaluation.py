@@ -14,7 +14,7 @@ from eor import (BM25Retriever, DenseRetriever, Encoder, EoRConfig, EoRReport, N
                  Registry, evaluate_eor, load_corpus)
 from rerag.data.fid_format import read_fid
 from rerag.infer.export import load_checkpoint
-from rerag.models.loading import resolve
+from erag.lm import resolve
 from rerag.infer.readers import ParametricReader, RAGReader
 
 

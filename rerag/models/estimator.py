@@ -20,7 +20,7 @@ import kernels
 from rerag.inputs import DEFAULT_TEMPLATE, format_pairs
 from rerag.models.calibration import CALIBRATION_FILE, Calibration
 from rerag.models.folder import load_folder, save_folder
-from rerag.models.loading import resolve
+from erag.lm import resolve
 
 CONFIG_FILE = "rerag_estimator.json"
 

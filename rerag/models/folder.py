@@ -9,7 +9,7 @@ from typing import Any
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from rerag.models.lora import load_seq2seq
-from rerag.models.loading import load_tokenizer, resolve
+from erag.lm import load_tokenizer, resolve
 
 
 def save_folder(directory: str | Path, model, tokenizer: PreTrainedTokenizerBase, settings_file: str,

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from erag.lm import load_tokenizer, resolve  # noqa: F401  (where rerag's loaders find names and folders)
+from erag.lm import resolve
 from transformers import AutoConfig, AutoModelForSeq2SeqLM, PreTrainedModel, PreTrainedTokenizerBase
 
 

@@ -3,7 +3,8 @@ import torch
 from transformers import AutoModelForSeq2SeqLM
 
 from rerag.models.generator import Generator
-from rerag.models.loading import ModelSpec, build_seq2seq, load_tokenizer
+from erag.lm import load_tokenizer
+from rerag.models.loading import ModelSpec, build_seq2seq
 from rerag.demo.pointer_generator import PointerT5ForConditionalGeneration
 
 

@@ -47,7 +47,7 @@ def test_a_few_pretraining_steps_reduce_the_loss(tokenizer_dir, tmp_path):
                          warmup_steps=5, max_length=64, eval_every=1000, n_eval=8)
     torch.manual_seed(0)
     from rerag.models.generator import Generator
-    from rerag.models.loading import load_tokenizer
+    from erag.lm import load_tokenizer
 
     tokenizer = load_tokenizer(tokenizer_dir)
     corpus = ReadingCorpus(SMALL)

@@ -1,7 +1,7 @@
 """The shipped demo tokenizer: general English, fitted to no dataset (rerag/demo/tokenizer.py)."""
 from rerag.demo.world import WorldConfig, build_world
 from rerag.demo.tokenizer import english_word_texts
-from rerag.models.loading import load_tokenizer
+from erag.lm import load_tokenizer
 
 
 def test_english_word_texts_follow_zipf_and_skip_wordpiece_entries():
