@@ -38,6 +38,13 @@ class RERAGCLI(LightningCLI):
             config = self.config[self.subcommand] if self.subcommand else self.config
             config.trainer.enable_progress_bar = False
 
+    def after_fit(self) -> None:
+        if not self.config.fit.get("test_after_fit"):
+            return
+        ckpt = self.trainer.checkpoint_callback
+        best = ckpt.best_model_path if ckpt is not None and getattr(ckpt, "best_model_path", "") else None
+        self.trainer.test(self.model, datamodule=self.datamodule, ckpt_path=best)
+
 
 def quiet_progress_bars_in_logs() -> None:
     """In a log file (stdout not a terminal), progress bars are carriage-return redraws: turn off
@@ -49,13 +56,6 @@ def quiet_progress_bars_in_logs() -> None:
 
     transformers.utils.logging.disable_progress_bar()
     datasets.utils.logging.disable_progress_bar()
-
-    def after_fit(self) -> None:
-        if not self.config.fit.get("test_after_fit"):
-            return
-        ckpt = self.trainer.checkpoint_callback
-        best = ckpt.best_model_path if ckpt is not None and getattr(ckpt, "best_model_path", "") else None
-        self.trainer.test(self.model, datamodule=self.datamodule, ckpt_path=best)
 
 
 def _device(device: str | None) -> str:

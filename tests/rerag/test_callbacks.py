@@ -42,12 +42,13 @@ def test_learning_curve_records_every_validation_and_draws_it(module_kwargs, dat
 
 @pytest.mark.slow
 def test_demo_cli_writes_progress_lines_to_a_log_file(tmp_path):
-    # A scheduler's view: stdout is a file. Expect timed newline progress lines, no \r redraws.
+    # A scheduler's view: stdout is a file. Expect timed newline progress lines, no \r redraws, and
+    # the demo's test after fit.
     root = Path(__file__).resolve().parents[2]
     out, data = tmp_path / "out", tmp_path / "data"
     log = tmp_path / "log.txt"
     command = [sys.executable, "-m", "rerag", "fit", "--config", str(root / "configs" / "demo.yaml"),
-               "--trainer.max_steps", "6", "--trainer.val_check_interval", "3", "--test_after_fit", "false",
+               "--trainer.max_steps", "6", "--trainer.val_check_interval", "3", "--test_after_fit", "true",
                "--trainer.default_root_dir", str(out), "--trainer.logger", "false", "--trainer.callbacks", "[]",
                "--trainer.enable_checkpointing", "false", "--progress.interval", "0.2",
                "--data.init_args.data_dir", str(data), "--data.init_args.world.n_train_people", "10",
@@ -60,3 +61,4 @@ def test_demo_cli_writes_progress_lines_to_a_log_file(tmp_path):
     assert len(fit_lines) >= 3, text[-3000:]
     assert all(re.search(r"\d+/6 steps .* steps/s \| elapsed .* \| ETA .* train/loss ", line) for line in fit_lines)
     assert sum(line.startswith("[val] step ") and "val/re_recall@1" in line for line in text.splitlines()) >= 2
+    assert "test/re_recall@1" in text  # --test_after_fit ran the test split after fit
