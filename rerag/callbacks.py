@@ -107,15 +107,12 @@ class ProgressLines(L.Callback):
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         self._report(trainer, "fit", trainer.global_step, trainer.estimated_stepping_batches, "steps", "train/")
 
-    def _eval_start(self, trainer, stage: str) -> None:
-        self._start[stage] = time.monotonic()
-
     def _eval_batch(self, trainer, stage: str, batch_idx: int, dataloader_idx: int, totals) -> None:
         total = totals[dataloader_idx] if isinstance(totals, list) else totals
         self._report(trainer, stage, batch_idx + 1, total, "batches", f"{stage}/")
 
     def on_validation_start(self, trainer, pl_module) -> None:
-        self._eval_start(trainer, "val")
+        self._begin("val")
 
     def on_validation_batch_end(self, trainer, pl_module, outputs, batch, batch_idx, dataloader_idx=0) -> None:
         self._eval_batch(trainer, "val", batch_idx, dataloader_idx, trainer.num_val_batches)
@@ -128,13 +125,13 @@ class ProgressLines(L.Callback):
                   flush=True)
 
     def on_test_start(self, trainer, pl_module) -> None:
-        self._eval_start(trainer, "test")
+        self._begin("test")
 
     def on_test_batch_end(self, trainer, pl_module, outputs, batch, batch_idx, dataloader_idx=0) -> None:
         self._eval_batch(trainer, "test", batch_idx, dataloader_idx, trainer.num_test_batches)
 
     def on_predict_start(self, trainer, pl_module) -> None:
-        self._eval_start(trainer, "predict")
+        self._begin("predict")
 
     def on_predict_batch_end(self, trainer, pl_module, outputs, batch, batch_idx, dataloader_idx=0) -> None:
         self._eval_batch(trainer, "predict", batch_idx, dataloader_idx, trainer.num_predict_batches)

@@ -250,7 +250,8 @@ def calibrate(*, estimator: str, dev: str, out: str, top_k: int = 25, depth: int
     model = RelevanceEstimator.from_pretrained(estimator, trust_remote_code).to(_device(device))
     report = run(model, read_fid(dev), out, top_k, depth, method, read_fid(test) if test else None, resamples,
                  seed, batch_size, dev_name=dev, test_name=test or "test")
-    print(f"calibration -> {model.calibration.save(estimator)}\nreport -> {Path(out) / 'calibration_report.json'}")
+    saved = model.calibration.save(estimator)
+    print(f"calibration -> {saved}\nreport -> {Path(out) / 'calibration_report.json'}")
     for level, r in (("set-level", report), ("per-context", report["per_context"])):
         print(f"{level} on {report['evaluated_on']}: ECE {r['ece_before']:.3f} -> {r['ece_after']:.3f} "
               f"[{r['ece_after_ci'][0]:.3f}, {r['ece_after_ci'][1]:.3f}], "

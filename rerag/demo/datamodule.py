@@ -14,10 +14,10 @@ class DemoDataModule(RERAGDataModule):
 
     def __init__(self, world: WorldConfig | None = None, data_dir: str = "data/demo",
                  predict_file: str | None = None, **kwargs):
-        files = {split: str(Path(data_dir) / f"{name}.jsonl") for split, name in
-                 (("train", "train"), ("val", "dev"), ("test", "test"))}
-        super().__init__(train_file=files["train"], val_file=files["val"], test_file=files["test"],
-                         predict_file=predict_file or files["test"], **kwargs)
+        folder = Path(data_dir)
+        test_file = str(folder / "test.jsonl")
+        super().__init__(train_file=str(folder / "train.jsonl"), val_file=str(folder / "dev.jsonl"),
+                         test_file=test_file, predict_file=predict_file or test_file, **kwargs)
         self.world = WorldConfig(**world) if isinstance(world, dict) else (world or WorldConfig())
         self.data_dir = data_dir
 

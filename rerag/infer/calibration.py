@@ -2,8 +2,7 @@
 
 The calibrators (`PlattCalibrator`, with temperature scaling as an option, and `IsotonicCalibrator`;
 `SetCalibrator` for the question-set use; `Calibration`, the `calibration.json` beside the RE) are
-defined in `rerag.models.calibration`, so that `RelevanceEstimator.from_pretrained` can load them,
-and re-exported here. `calibrate` fits both uses on dev (`rerag calibrate`):
+defined in `rerag.models.calibration`, so that `RelevanceEstimator.from_pretrained` can load them. `calibrate` fits both uses on dev (`rerag calibrate`):
 
 - per context: P(context holds an answer | s), fitted on every scored context of dev (`has_answer`);
 - per question set: P(the kept top-k holds an answer | c), c = max_j s_j over the RE's top-k of
@@ -38,8 +37,7 @@ import torch
 from scipy.special import expit
 
 from rerag.infer.rerank import rerank
-from rerag.models.calibration import (  # noqa: F401  (the calibrators' public home is here too)
-    Calibration, Calibrator, IsotonicCalibrator, PlattCalibrator, SetCalibrator)
+from rerag.models.calibration import Calibration, Calibrator, IsotonicCalibrator, PlattCalibrator, SetCalibrator
 from rerag.models.estimator import RelevanceEstimator
 
 N_BINS = 15

@@ -19,15 +19,14 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import torch
+from erag.contracts import Reader
 from lightning.pytorch.callbacks import BasePredictionWriter
 
 from rerag.data.fid_format import read_fid
-from rerag.models.estimator import RelevanceEstimator
-from erag.contracts import Reader
-
 from rerag.infer.readers import RAGReader
 from rerag.infer.rerank import rerank, write_records
 from rerag.infer.unanswerable import UNANSWERABLE
+from rerag.models.estimator import RelevanceEstimator
 
 
 def predict(records: Iterable[dict], estimator: RelevanceEstimator, reader: RAGReader, top_k: int = 25,

@@ -7,9 +7,9 @@ from scipy.special import expit
 
 from rerag.cli import main
 from rerag.data.fid_format import read_fid
-from rerag.infer.calibration import (Calibration, Calibrator, IsotonicCalibrator, PlattCalibrator, SetCalibrator,
-                                     aurc, auroc, bootstrap, brier, ece, evaluate)
+from rerag.infer.calibration import aurc, auroc, bootstrap, brier, ece, evaluate
 from rerag.infer.rerank import rerank
+from rerag.models.calibration import Calibration, Calibrator, IsotonicCalibrator, PlattCalibrator, SetCalibrator
 from rerag.models.estimator import RelevanceEstimator
 
 
