@@ -1,18 +1,20 @@
-"""The one wrapper of a Hugging Face language model that every package's readers use.
+"""The one wrapper of a Hugging Face language model that every package's readers use, and the
+tensor-level pieces that RE-RAG's models train with, for encoder-decoder and decoder-only LMs.
 
 An LM turns prompts into answers and scores answers under prompts, in batches:
-- `format(text)`: the model's input for a prompt (the tokenizer's chat template, one user
-  message with the generation prompt, when it has one; the text itself otherwise);
 - `generate(prompts, num_beams)` -> (answers, log P(answer | prompt));
-- `loglik(prompts, answers)` -> log P(answer | prompt), summed over the answer's tokens.
-`Seq2SeqLM` wraps any `AutoModelForSeq2SeqLM` (and is what RE-RAG's trained generator reads
-through), `CausalLM` any `AutoModelForCausalLM`; `load_lm` picks one from a folder's config.
+- `loglik(prompts, answers)` -> log P(answer, EOS | prompt), summed over the answer's tokens.
+A prompt is the user's text: with a chat template (`encode_prompts`) it becomes one user message
+followed by the generation prompt. `Seq2SeqLM` wraps any `AutoModelForSeq2SeqLM`, `CausalLM` any
+`AutoModelForCausalLM`; `load_lm` picks one from a folder's config.
 
-The tensor-level pieces (`sequence_loglik`, `generate_answers`) are what RE-RAG's `Generator`
-computes F_ij and its answers with, so training and reading share one definition.
+`encode_prompts`, `encode_answers`, `answer_loglik` and `generate_answers` are what RE-RAG's
+`Generator` computes F_ij and its answers with, so training and reading share one definition;
+`adapter_scope` runs one PEFT adapter of a base model that several share.
 """
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import re
 from importlib import resources
@@ -38,31 +40,165 @@ def resolve(name_or_path: str) -> str:
     return name_or_path
 
 
-def load_tokenizer(name_or_path: str, trust_remote_code: bool = False):
-    """`AutoTokenizer` from a hub name, a folder or a `package:path`."""
-    return AutoTokenizer.from_pretrained(resolve(name_or_path), trust_remote_code=trust_remote_code)
+def load_tokenizer(name_or_path: str, trust_remote_code: bool = False, gguf_file: str | None = None):
+    """`AutoTokenizer` from a hub name, a folder or a `package:path` (`gguf_file`: from a GGUF file in
+    that folder), with the EOS token as pad token when it has none (batches need one; the attention
+    mask hides it)."""
+    tokenizer = AutoTokenizer.from_pretrained(resolve(name_or_path), trust_remote_code=trust_remote_code,
+                                              gguf_file=gguf_file)
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer
 
 
-def sequence_loglik(model: PreTrainedModel, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                    labels: torch.Tensor) -> torch.Tensor:
-    """sum_t log P(y_t | y_<t, x) for each row of an encoder-decoder: [N] float32 (labels -100 = ignored)."""
-    logits = model(input_ids=input_ids, attention_mask=attention_mask, labels=labels).logits
+def chat_affixes(tokenizer) -> tuple[str, str] | None:
+    """The text a tokenizer's chat template writes before and after one user message with the
+    generation prompt (None without a chat template): prompts are cut inside, never the affixes."""
+    if tokenizer.chat_template is None:
+        return None
+    marker = "\x00"
+    wrapped = tokenizer.apply_chat_template([{"role": "user", "content": marker}], tokenize=False,
+                                            add_generation_prompt=True)
+    before, after = wrapped.split(marker)
+    return before, after
+
+
+def encode_prompts(tokenizer, texts: list[str], max_length: int | None = None,
+                   padding_side: str = "right") -> dict[str, torch.Tensor]:
+    """Token ids and attention mask of prompts, padded to the longest row.
+
+    With a chat template each text is one user message followed by the generation prompt, so the
+    model's next token is the first of its answer; the text (never the template's own tokens) is
+    cut to fit `max_length`. Without one, the tokenizer's own special tokens are added (T5's EOS)."""
+    affixes = chat_affixes(tokenizer)
+    if affixes is None:
+        enc = tokenizer(texts, max_length=max_length, truncation=max_length is not None, padding=True,
+                        padding_side=padding_side, return_tensors="pt")
+    else:
+        before, after = (tokenizer(a, add_special_tokens=False).input_ids for a in affixes)
+        room = None if max_length is None else max_length - len(before) - len(after)
+        if room is not None and room < 1:
+            raise ValueError(f"max_length={max_length} leaves no room for a prompt inside the chat template "
+                             f"({len(before) + len(after)} tokens)")
+        body = tokenizer(texts, add_special_tokens=False, max_length=room, truncation=room is not None).input_ids
+        enc = tokenizer.pad({"input_ids": [before + b + after for b in body]}, padding_side=padding_side,
+                            return_tensors="pt")
+    return {"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"]}
+
+
+def encode_answers(tokenizer, answers: list[str], max_length: int) -> torch.Tensor:
+    """Answer token ids as labels, each cut to `max_length - 1` tokens and ended by the EOS token
+    (what teaches a generator to stop after the answer); padding is -100. [N, T] long."""
+    ids = [a[: max_length - 1] + [tokenizer.eos_token_id]
+           for a in tokenizer(answers, add_special_tokens=False).input_ids]
+    labels = torch.full((len(ids), max(map(len, ids), default=1)), -100, dtype=torch.long)
+    for row, a in enumerate(ids):
+        labels[row, : len(a)] = torch.tensor(a)
+    return labels
+
+
+def _label_loglik(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """sum_t log softmax(logits_t)[labels_t] per row, labels -100 ignored: [N] float32."""
     token_ll = -nn.functional.cross_entropy(logits.float().transpose(1, 2), labels, ignore_index=-100,
                                             reduction="none")
     return token_ll.sum(dim=1)
 
 
+def prompt_answer_rows(input_ids: torch.Tensor, attention_mask: torch.Tensor, labels: torch.Tensor
+                       ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Each right-padded prompt row followed by its answer (labels, -100 padding), right-padded
+    with id 0 under a zero mask. Returns (ids, mask, the answer tokens' positions [N, T])."""
+    prompt_len = attention_mask.sum(dim=1, keepdim=True)
+    answer_len = (labels != -100).sum(dim=1, keepdim=True)
+    width = int((prompt_len + answer_len).max())
+    col = torch.arange(width, device=input_ids.device).expand(len(input_ids), width)
+    from_prompt = input_ids.gather(1, col.clamp(max=input_ids.shape[1] - 1))
+    from_answer = labels.gather(1, (col - prompt_len).clamp(0, labels.shape[1] - 1))
+    ids = torch.where(col < prompt_len, from_prompt, from_answer)
+    mask = col < prompt_len + answer_len
+    ids = ids.masked_fill(~mask, 0)
+    positions = prompt_len + torch.arange(labels.shape[1], device=labels.device)
+    return ids, mask.long(), positions.clamp(max=width - 1)
+
+
+def answer_loglik(model: PreTrainedModel, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                  labels: torch.Tensor) -> torch.Tensor:
+    """F = sum_t log P(y_t | y_<t, x) of each row's answer (labels from `encode_answers`, EOS
+    included): [N] float32. Prompts are right-padded (`encode_prompts`).
+
+    An encoder-decoder reads the labels in its decoder. A decoder-only model reads prompt then
+    answer as one sequence; the LM head runs only on the answer's positions, so the [N, L, V]
+    logits of the prompt are never built."""
+    if model.config.is_encoder_decoder:
+        return _label_loglik(model(input_ids=input_ids, attention_mask=attention_mask, labels=labels).logits, labels)
+    ids, mask, positions = prompt_answer_rows(input_ids, attention_mask, labels)
+    hidden = model.get_decoder()(input_ids=ids, attention_mask=mask).last_hidden_state
+    # position t predicts token t + 1: the answer's tokens are read from the states just before them
+    states = hidden.gather(1, (positions - 1).unsqueeze(-1).expand(-1, -1, hidden.shape[-1]))
+    return _label_loglik(model.get_output_embeddings()(states), labels)
+
+
+def left_padded(input_ids: torch.Tensor, attention_mask: torch.Tensor, pad_token_id: int
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Right-padded rows moved to the right edge (what decoder-only generation continues from)."""
+    shift = attention_mask.shape[1] - attention_mask.sum(dim=1, keepdim=True)
+    col = torch.arange(attention_mask.shape[1], device=input_ids.device).expand_as(input_ids)
+    source = (col - shift).clamp(min=0)
+    mask = (col >= shift).long()
+    return input_ids.gather(1, source).masked_fill(mask == 0, pad_token_id), mask
+
+
 @torch.no_grad()
 def generate_answers(model: PreTrainedModel, tokenizer, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                      max_new_tokens: int, num_beams: int = 1) -> tuple[list[str], torch.Tensor]:
-    """One answer per row of an encoder-decoder and its teacher-forced log-likelihood. Padding is
-    never generated: a pad label is masked, so an answer of pads would score log-likelihood 0."""
-    out = model.generate(input_ids=input_ids, attention_mask=attention_mask, num_beams=num_beams,
-                         max_new_tokens=max_new_tokens, do_sample=False, bad_words_ids=[[tokenizer.pad_token_id]])
-    texts = tokenizer.batch_decode(out, skip_special_tokens=True)
-    labels = out[:, 1:].clone()  # drop the decoder start token
-    labels[labels == tokenizer.pad_token_id] = -100
-    return [t.strip() for t in texts], sequence_loglik(model, input_ids, attention_mask, labels)
+    """One answer per right-padded prompt row (greedy, or beam search) and its teacher-forced
+    log-likelihood under `answer_loglik`, EOS included when the model wrote one. Padding is never
+    generated: a pad label is masked, so an answer of pads would score log-likelihood 0."""
+    pad, eos = tokenizer.pad_token_id, tokenizer.eos_token_id
+    causal = not model.config.is_encoder_decoder
+    if causal:  # decoder-only models continue each row from its end
+        ids, mask = left_padded(input_ids, attention_mask, pad)
+    else:
+        ids, mask = input_ids, attention_mask
+    kwargs = {"bad_words_ids": [[pad]]} if pad != eos else {}
+    out = model.generate(input_ids=ids, attention_mask=mask, num_beams=num_beams, max_new_tokens=max_new_tokens,
+                         do_sample=False, pad_token_id=pad, eos_token_id=eos, **kwargs)
+    new = out[:, ids.shape[1] :] if causal else out[:, 1:]  # drop the prompt, or the decoder start token
+    # the answer's tokens up to and including its first EOS; the rest is padding
+    after_eos = (new == eos).long().cumsum(dim=1) - (new == eos).long() > 0
+    labels = new.masked_fill(after_eos, -100)
+    if not causal or pad != eos:
+        labels = labels.masked_fill(new == pad, -100)
+    texts = [tokenizer.decode(row[row != -100], skip_special_tokens=True).strip() for row in labels]
+    return texts, answer_loglik(model, input_ids, attention_mask, labels)
+
+
+#: The adapter name of "the shared base model with every adapter off" (e.g. a frozen generator).
+BASE_ADAPTER = "base"
+
+
+@contextlib.contextmanager
+def adapter_scope(model, adapter: str | None):
+    """A context in which `model` runs with one of its PEFT adapters: `adapter` None leaves the model
+    as it is (a plain model, or one adapter), `BASE_ADAPTER` runs the base with adapters off, a name
+    makes that adapter active. Which parameters train is kept as it was: PEFT's adapter switches
+    freeze the inactive adapters, which would drop their gradients from an earlier forward pass of
+    the same step."""
+    if adapter is None or not hasattr(model, "peft_config"):  # no adapter named, or a plain (merged) model
+        yield
+        return
+    trainable = {name: p.requires_grad for name, p in model.named_parameters()}
+    try:
+        if adapter == BASE_ADAPTER:
+            with model.disable_adapter():
+                yield
+        else:
+            if model.active_adapter != adapter:
+                model.set_adapter(adapter)
+            yield
+    finally:
+        for name, p in model.named_parameters():
+            p.requires_grad_(trainable[name])
 
 
 def _batches(items: list, size: int):
@@ -75,20 +211,22 @@ class LM(Protocol):
     model: PreTrainedModel
 
     def to(self, device: str | torch.device) -> "LM": ...
-    def format(self, text: str) -> str: ...
     def generate(self, prompts: list[str], num_beams: int = 1) -> tuple[list[str], torch.Tensor]: ...
     def loglik(self, prompts: list[str], answers: list[str]) -> torch.Tensor: ...
 
 
 class _HFLM:
-    """What both kinds share: a model, its tokenizer, a default prompt template, batching."""
+    """A model, its tokenizer, a default prompt template, batching. Prompts are the user's text:
+    `encode_prompts` wraps them in the chat template when the tokenizer has one. `adapter` names
+    the PEFT adapter this LM is (see `adapter_scope`; None: the model as it is)."""
 
     def __init__(self, model: PreTrainedModel, tokenizer, template: str, max_length: int | None,
-                 max_new_tokens: int, batch_size: int):
+                 max_new_tokens: int, batch_size: int, adapter: str | None = None):
         if tokenizer.pad_token is None:  # batching needs a pad id; the attention mask hides it
             tokenizer.pad_token = tokenizer.eos_token
         self.model, self.tokenizer, self.template = model, tokenizer, template
         self.max_length, self.max_new_tokens, self.batch_size = max_length, max_new_tokens, batch_size
+        self.adapter = adapter
 
     def to(self, device: str | torch.device):
         self.model.to(device)
@@ -98,18 +236,38 @@ class _HFLM:
     def device(self) -> torch.device:
         return next(self.model.parameters()).device
 
-    def format(self, text: str) -> str:
-        if self.tokenizer.chat_template is None:
-            return text
-        return self.tokenizer.apply_chat_template([{"role": "user", "content": text}], tokenize=False,
-                                                  add_generation_prompt=True)
-
     def encode(self, prompts: list[str], padding_side: str = "right") -> dict[str, torch.Tensor]:
-        """Token ids and mask on the model's device; a chat template writes its own special tokens."""
-        enc = self.tokenizer(prompts, padding=True, truncation=self.max_length is not None,
-                             max_length=self.max_length, add_special_tokens=self.tokenizer.chat_template is None,
-                             padding_side=padding_side, return_tensors="pt")
-        return {k: enc[k].to(self.device) for k in ("input_ids", "attention_mask")}
+        """`encode_prompts` on the model's device."""
+        enc = encode_prompts(self.tokenizer, prompts, self.max_length, padding_side)
+        return {k: v.to(self.device) for k, v in enc.items()}
+
+    def encode_answers(self, answers: list[str]) -> torch.Tensor:
+        """Answer labels (`encode_answers`), at most `max_new_tokens` with the EOS."""
+        return encode_answers(self.tokenizer, answers, self.max_new_tokens)
+
+    @torch.no_grad()
+    def generate(self, prompts: list[str], num_beams: int = 1) -> tuple[list[str], torch.Tensor]:
+        """One answer per prompt and its log-likelihood (`generate_answers`)."""
+        texts, loglik = [], []
+        with adapter_scope(self.model, self.adapter):
+            for chunk in _batches(prompts, self.batch_size):
+                enc = self.encode(chunk)
+                t, ll = generate_answers(self.model, self.tokenizer, enc["input_ids"], enc["attention_mask"],
+                                         self.max_new_tokens, num_beams)
+                texts += t
+                loglik.append(ll.cpu())
+        return texts, torch.cat(loglik) if loglik else torch.empty(0)
+
+    @torch.no_grad()
+    def loglik(self, prompts: list[str], answers: list[str]) -> torch.Tensor:
+        """log P(answer, EOS | prompt), summed over the answer's tokens (`answer_loglik`)."""
+        out = []
+        with adapter_scope(self.model, self.adapter):
+            for start in range(0, len(prompts), self.batch_size):
+                enc = self.encode(prompts[start : start + self.batch_size])
+                labels = self.encode_answers(answers[start : start + self.batch_size]).to(self.device)
+                out.append(answer_loglik(self.model, enc["input_ids"], enc["attention_mask"], labels).cpu())
+        return torch.cat(out) if out else torch.empty(0)
 
 
 class Seq2SeqLM(_HFLM):
@@ -117,34 +275,8 @@ class Seq2SeqLM(_HFLM):
     `max_new_tokens`."""
 
     def __init__(self, model: PreTrainedModel, tokenizer, template: str = READER_TEMPLATE, max_length: int | None = 512,
-                 max_new_tokens: int = 16, batch_size: int = 32):
-        super().__init__(model, tokenizer, template, max_length, max_new_tokens, batch_size)
-
-    def encode_answers(self, answers: list[str]) -> torch.Tensor:
-        """Answer token ids as labels, padding set to -100."""
-        enc = self.tokenizer(answers, max_length=self.max_new_tokens, truncation=True, padding=True,
-                             return_tensors="pt")
-        return enc["input_ids"].masked_fill(enc["attention_mask"] == 0, -100)
-
-    @torch.no_grad()
-    def generate(self, prompts: list[str], num_beams: int = 1) -> tuple[list[str], torch.Tensor]:
-        texts, loglik = [], []
-        for chunk in _batches(prompts, self.batch_size):
-            enc = self.encode(chunk)
-            t, ll = generate_answers(self.model, self.tokenizer, enc["input_ids"], enc["attention_mask"],
-                                     self.max_new_tokens, num_beams)
-            texts += t
-            loglik.append(ll.cpu())
-        return texts, torch.cat(loglik) if loglik else torch.empty(0)
-
-    @torch.no_grad()
-    def loglik(self, prompts: list[str], answers: list[str]) -> torch.Tensor:
-        out = []
-        for start in range(0, len(prompts), self.batch_size):
-            enc = self.encode(prompts[start : start + self.batch_size])
-            labels = self.encode_answers(answers[start : start + self.batch_size]).to(self.device)
-            out.append(sequence_loglik(self.model, enc["input_ids"], enc["attention_mask"], labels).cpu())
-        return torch.cat(out) if out else torch.empty(0)
+                 max_new_tokens: int = 16, batch_size: int = 32, adapter: str | None = None):
+        super().__init__(model, tokenizer, template, max_length, max_new_tokens, batch_size, adapter)
 
 
 class CausalLM(_HFLM):
@@ -152,40 +284,8 @@ class CausalLM(_HFLM):
     within the model's window."""
 
     def __init__(self, model: PreTrainedModel, tokenizer, template: str = READER_TEMPLATE, max_length: int | None = None,
-                 max_new_tokens: int = 16, batch_size: int = 8):
-        super().__init__(model, tokenizer, template, max_length, max_new_tokens, batch_size)
-
-    @torch.no_grad()
-    def generate(self, prompts: list[str], num_beams: int = 1) -> tuple[list[str], torch.Tensor]:
-        texts = []
-        for chunk in _batches(prompts, self.batch_size):
-            inputs = self.encode(chunk, padding_side="left")  # left padding: every row continues at the end
-            out = self.model.generate(**inputs, do_sample=False, num_beams=num_beams,
-                                      max_new_tokens=self.max_new_tokens, pad_token_id=self.tokenizer.pad_token_id)
-            new = out[:, inputs["input_ids"].shape[1] :]
-            texts += [t.strip() for t in self.tokenizer.batch_decode(new, skip_special_tokens=True)]
-        return texts, self.loglik(prompts, texts)
-
-    @torch.no_grad()
-    def loglik(self, prompts: list[str], answers: list[str]) -> torch.Tensor:
-        """log P(answer, EOS | prompt) summed over tokens: the EOS makes it a complete answer, as
-        the seq2seq labels end with one."""
-        eos, out = self.tokenizer.eos_token_id, []
-        add_special = self.tokenizer.chat_template is None
-        for start in range(0, len(prompts), self.batch_size):
-            prompt_ids = self.tokenizer(prompts[start : start + self.batch_size], add_special_tokens=add_special).input_ids
-            answer_ids = self.tokenizer(answers[start : start + self.batch_size], add_special_tokens=False).input_ids
-            enc = self.tokenizer.pad({"input_ids": [p + a + [eos] for p, a in zip(prompt_ids, answer_ids)]},
-                                     padding_side="right", return_tensors="pt")
-            inputs = {k: enc[k].to(self.device) for k in ("input_ids", "attention_mask")}
-            labels = torch.full_like(inputs["input_ids"], -100)
-            for row, (p, a) in enumerate(zip(prompt_ids, answer_ids)):
-                labels[row, len(p) : len(p) + len(a) + 1] = inputs["input_ids"][row, len(p) : len(p) + len(a) + 1]
-            logits = self.model(**inputs).logits[:, :-1].float()  # position t predicts token t + 1
-            token_ll = -nn.functional.cross_entropy(logits.transpose(1, 2), labels[:, 1:], ignore_index=-100,
-                                                    reduction="none")
-            out.append(token_ll.sum(dim=1).cpu())
-        return torch.cat(out) if out else torch.empty(0)
+                 max_new_tokens: int = 16, batch_size: int = 8, adapter: str | None = None):
+        super().__init__(model, tokenizer, template, max_length, max_new_tokens, batch_size, adapter)
 
 
 def lm_for(model: PreTrainedModel, tokenizer, **kwargs) -> Seq2SeqLM | CausalLM:
@@ -203,5 +303,4 @@ def load_lm(name_or_path: str, trust_remote_code: bool = False, gguf_file: str |
     auto = AutoModelForSeq2SeqLM if config.is_encoder_decoder else AutoModelForCausalLM
     model = auto.from_pretrained(path, trust_remote_code=trust_remote_code, gguf_file=gguf_file,
                                  **(model_kwargs or {})).eval()
-    tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code, gguf_file=gguf_file)
-    return lm_for(model, tokenizer, **kwargs)
+    return lm_for(model, load_tokenizer(path, trust_remote_code, gguf_file), **kwargs)

@@ -69,8 +69,8 @@ class HFReader:
         return cls(lm.model, lm.tokenizer, **reader_kwargs)
 
     def prompt(self, question: str, context: str) -> str:
-        """The model's input text for one question and context."""
-        return self.lm.format(self.prompt_template.format(question=question, context=context))
+        """The prompt for one question and context (the chat template is applied when encoding)."""
+        return self.prompt_template.format(question=question, context=context)
 
     def _encode(self, prompts: list[str]) -> dict[str, torch.Tensor]:
         return self.lm.encode(prompts, padding_side="right" if self.is_encoder_decoder else "left")

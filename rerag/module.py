@@ -9,22 +9,31 @@ import lightning as L
 import torch
 from torchmetrics import MetricCollection
 
-from rerag.inputs import DEFAULT_TEMPLATE
+from erag.lm import BASE_ADAPTER, load_tokenizer
 from rerag.decoding import marginalize_answers, top_k_per_question
-from rerag.models.lora import LoraSpec, add_lora
+from rerag.inputs import DEFAULT_TEMPLATE
 from rerag.losses import rerag_loss
 from rerag.metrics import ExactMatch, recall_at_k
 from rerag.models.estimator import RelevanceEstimator
 from rerag.models.generator import Generator
-from erag.lm import load_tokenizer
-from rerag.models.loading import ModelSpec, build_seq2seq
+from rerag.models.loading import ModelSpec, build_model
+from rerag.models.lora import LoraSpec, add_adapters, add_lora
 
 
 class RERAGModule(L.LightningModule):
+    """RE and generator may each be an encoder-decoder or a decoder-only LM (`ModelSpec`).
+
+    LLM-scale switches: `estimator_lora` / `generator_lora` train LoRA adapters only;
+    `shared_base` makes the RE and the generator two adapters ("re", "generator") of one frozen
+    base built from `estimator` (one copy of its weights; `generator` must be None or the same);
+    `freeze_generator` trains the RE alone, taught by L_gen and L_re from the fixed generator's
+    likelihoods (with `shared_base`: the base model itself, adapters off, is the generator);
+    `gradient_checkpointing` recomputes activations in the backward pass."""
+
     def __init__(
         self,
         estimator: ModelSpec,
-        generator: ModelSpec,
+        generator: ModelSpec | None = None,
         re_tokenizer: str = "t5-base",
         generator_tokenizer: str = "t5-base",
         re_template: str = DEFAULT_TEMPLATE,
@@ -47,16 +56,34 @@ class RERAGModule(L.LightningModule):
         kernel_backend: Literal["triton", "reference"] | None = None,
         estimator_lora: LoraSpec | None = None,
         generator_lora: LoraSpec | None = None,
+        shared_base: bool = False,
+        freeze_generator: bool = False,
+        gradient_checkpointing: bool = False,
     ):
         super().__init__()
         self.save_hyperparameters()
-        re_tok = load_tokenizer(re_tokenizer, estimator.trust_remote_code)
-        gen_tok = load_tokenizer(generator_tokenizer, generator.trust_remote_code)
-        # With a LoraSpec only the adapters train (base weights frozen); None = full fine-tuning.
-        self.estimator = RelevanceEstimator(add_lora(build_seq2seq(estimator, re_tok), estimator_lora), re_tok,
-                                            true_word, false_word, re_template, re_max_length)
-        self.generator = Generator(add_lora(build_seq2seq(generator, gen_tok), generator_lora), gen_tok,
-                                   max_answer_length, generator_template, generator_max_length)
+        re_tok = load_tokenizer(re_tokenizer, estimator.trust_remote_code, estimator.gguf_file)
+        gen_spec = estimator if shared_base else generator
+        if gen_spec is None:
+            raise ValueError("model.generator is needed unless shared_base is true")
+        gen_tok = load_tokenizer(generator_tokenizer, gen_spec.trust_remote_code, gen_spec.gguf_file)
+        if shared_base:
+            re_model, gen_model, re_adapter, gen_adapter = self._shared_base(re_tok)
+        else:  # with a LoraSpec only the adapters train (base weights frozen); None = full fine-tuning
+            re_model = add_lora(build_model(estimator, re_tok), estimator_lora)
+            gen_model = add_lora(build_model(generator, gen_tok), generator_lora)
+            re_adapter = gen_adapter = None
+            if freeze_generator:
+                gen_model.requires_grad_(False)
+        for model in {id(m): m for m in (re_model, gen_model)}.values():
+            if gradient_checkpointing:
+                model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+                if estimator_lora or generator_lora:
+                    model.enable_input_require_grads()  # frozen embeddings: checkpointed blocks still get a grad input
+        self.estimator = RelevanceEstimator(re_model, re_tok, true_word, false_word, re_template, re_max_length,
+                                            re_adapter)
+        self.generator = Generator(gen_model, gen_tok, max_answer_length, generator_template, generator_max_length,
+                                   gen_adapter)
         self.metrics = torch.nn.ModuleDict({
             stage: MetricCollection({
                 "em": ExactMatch(), "em_retriever": ExactMatch(),
@@ -67,13 +94,29 @@ class RERAGModule(L.LightningModule):
         })
         self.results: dict[str, list[dict]] = {"val": [], "test": []}  # per question, this process's share
 
+    def _shared_base(self, tokenizer):
+        """One base model from `estimator`, adapters "re" and "generator" (or the bare base as a frozen
+        generator): (RE model, generator model, RE adapter, generator adapter)."""
+        hp = self.hparams
+        if hp.generator is not None and hp.generator != hp.estimator:
+            raise ValueError("shared_base: the generator is the estimator's base model; set model.generator "
+                             "to null (or to the estimator's spec)")
+        if hp.estimator_lora is None or (hp.generator_lora is None) != hp.freeze_generator:
+            raise ValueError("shared_base needs estimator_lora, and generator_lora unless freeze_generator "
+                             "(the frozen generator is then the base itself)")
+        adapters = {"re": hp.estimator_lora} | ({} if hp.freeze_generator else {"generator": hp.generator_lora})
+        model = add_adapters(build_model(hp.estimator, tokenizer), adapters)
+        return model, model, "re", BASE_ADAPTER if hp.freeze_generator else "generator"
+
     # ---- training -------------------------------------------------------------------------
     def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
         b, k = len(batch["questions"]), int(batch["n_contexts"][0])
         log_p_true, log_p_false = self.estimator.true_false_logprobs(
             batch["re"]["input_ids"], batch["re"]["attention_mask"], backend=self.hparams.kernel_backend)
         labels = batch["labels"].repeat_interleave(k, dim=0)
-        answer_loglik = self.generator.answer_loglik(batch["gen"]["input_ids"], batch["gen"]["attention_mask"], labels)
+        with torch.set_grad_enabled(not self.hparams.freeze_generator):
+            answer_loglik = self.generator.answer_loglik(batch["gen"]["input_ids"], batch["gen"]["attention_mask"],
+                                                         labels)
         losses = rerag_loss(log_p_true.view(b, k), log_p_false.view(b, k), answer_loglik.view(b, k),
                             self.hparams.alpha_re, self.hparams.alpha_tok, self.hparams.kl_direction)
         self.log_dict({f"train/{n}": v for n, v in losses.items()}, prog_bar=True, batch_size=b)
@@ -81,7 +124,8 @@ class RERAGModule(L.LightningModule):
 
     def configure_optimizers(self):
         # The paper's setup: AdamW, constant learning rate, weight decay 1e-3.
-        return torch.optim.AdamW(self.parameters(), lr=self.hparams.lr, weight_decay=self.hparams.weight_decay)
+        trainable = [p for p in self.parameters() if p.requires_grad]
+        return torch.optim.AdamW(trainable, lr=self.hparams.lr, weight_decay=self.hparams.weight_decay)
 
     # ---- evaluation -----------------------------------------------------------------------
     def relevance_scores(self, re_inputs: dict) -> torch.Tensor:

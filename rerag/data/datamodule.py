@@ -1,7 +1,7 @@
 """RERAGDataModule: FiD-format files in, [B, K] tokenized (question, context) pairs out.
 
 Training batches hold the top `n_train_contexts` contexts of each question, tokenized for the
-RE and for the generator, and one gold answer sampled per question and epoch. Evaluation
+RE and for the generator (right-padded prompts, in the chat template when a tokenizer has one), and one gold answer sampled per question and epoch. Evaluation
 batches hold up to `n_eval_contexts` contexts per question, flattened, with their counts.
 `rerag.demo.DemoDataModule` is this with the synthetic world written by `prepare_data`.
 """
@@ -13,7 +13,7 @@ from functools import partial
 
 import lightning as L
 import torch
-from erag.lm import load_tokenizer
+from erag.lm import encode_answers, encode_prompts, load_tokenizer
 from torch.utils.data import DataLoader, Dataset, Sampler
 
 from rerag.data.dataset import load_fid_dataset
@@ -108,18 +108,11 @@ class RERAGDataModule(L.LightningDataModule):
         """The validated records of a split loaded by `setup` ("train", "val", "test", "predict")."""
         return self._splits[split].records
 
-    def _tokenize(self, tokenizer, template: str, max_length: int, questions, contexts) -> dict:
-        enc = tokenizer(format_pairs(template, questions, contexts), max_length=max_length,
-                        truncation=True, padding=True, return_tensors="pt")
-        return {"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"]}
-
     def _collate(self, records: list[dict], k: int) -> dict:
         hp = self.hparams
         ctxs = [r["ctxs"][:k] for r in records]
         questions = [r["question"] for r, cs in zip(records, ctxs) for _ in cs]
         flat = [c for cs in ctxs for c in cs]
-        answers = self.gen_tok([r["target"] for r in records], max_length=hp.max_answer_length,
-                               truncation=True, padding=True, return_tensors="pt")
         return {
             "ids": [r["id"] for r in records],
             "index": torch.tensor([r["index"] for r in records]),
@@ -127,9 +120,10 @@ class RERAGDataModule(L.LightningDataModule):
             "answers": [r["answers"] for r in records],
             "contexts": ctxs,
             "n_contexts": torch.tensor([len(cs) for cs in ctxs]),
-            "re": self._tokenize(self.re_tok, hp.re_template, hp.re_max_length, questions, flat),
-            "gen": self._tokenize(self.gen_tok, hp.generator_template, hp.generator_max_length, questions, flat),
-            "labels": answers["input_ids"].masked_fill(answers["attention_mask"] == 0, -100),
+            "re": encode_prompts(self.re_tok, format_pairs(hp.re_template, questions, flat), hp.re_max_length),
+            "gen": encode_prompts(self.gen_tok, format_pairs(hp.generator_template, questions, flat),
+                                  hp.generator_max_length),
+            "labels": encode_answers(self.gen_tok, [r["target"] for r in records], hp.max_answer_length),
             "retriever_scores": torch.tensor([c["score"] for c in flat], dtype=torch.float32),
             "has_answer": torch.tensor([c["has_answer"] for c in flat], dtype=torch.bool),
         }

@@ -266,12 +266,12 @@ def vocab_pieces(tokenizer) -> list[str]:
 
 
 def build_reader(cfg: PretrainConfig, tokenizer):
-    from rerag.models.loading import ModelSpec, build_seq2seq
+    from rerag.models.loading import ModelSpec, build_model
 
     spec = ModelSpec(config={"model_type": cfg.model_type, "d_model": cfg.d_model, "d_ff": cfg.d_ff, "d_kv": cfg.d_kv,
                              "num_heads": cfg.num_heads, "num_layers": cfg.num_layers,
                              "num_decoder_layers": cfg.num_decoder_layers, "dropout_rate": 0.0})
-    return build_seq2seq(spec, tokenizer)
+    return build_model(spec, tokenizer)
 
 
 def encode(generator, examples: list[dict], template: str, max_length: int) -> dict:

@@ -6,7 +6,9 @@ loads it and scores exactly as the trained module's RE. `OUT/generator`: the sam
 generator with `rerag_generator.json`; `Generator.from_pretrained` loads it.
 
 LoRA adapters are merged into the weights by default; `adapters_only` writes the adapters alone,
-which needs base models loaded from a name or path (the adapter folder names its base).
+which needs base models loaded from a name or path (the adapter folder names its base). When the
+RE and the generator are two adapters of one shared base, each folder gets its own adapter (merged:
+a copy of the base with that adapter folded in; a frozen base generator: the base alone).
 Nothing runs code from a file: checkpoints load with `weights_only=True`, weights are safetensors.
 """
 from __future__ import annotations
@@ -15,7 +17,8 @@ from pathlib import Path
 
 from peft import PeftModel
 
-from rerag.models.lora import merge_lora
+from erag.lm import BASE_ADAPTER
+from rerag.models.lora import merged
 from rerag.models.estimator import RelevanceEstimator
 from rerag.models.generator import Generator
 from rerag.module import RERAGModule
@@ -31,15 +34,17 @@ def export(estimator: RelevanceEstimator, generator: Generator, out_dir: str | P
            adapters_only: bool = False) -> dict[str, Path]:
     """Write `out_dir/estimator` and `out_dir/generator`; returns the folders.
 
-    Merging folds the adapters into the given models in place. With `adapters_only`, a model
-    without adapters is written whole."""
+    Merging folds the adapters into the given models in place (a shared base is copied first).
+    With `adapters_only`, a model without adapters is written whole."""
     out = {name: Path(out_dir) / name for name in ("estimator", "generator")}
+    shared = estimator.model is generator.model
     for name, part in (("estimator", estimator), ("generator", generator)):
-        if adapters_only and isinstance(part.model, PeftModel):
-            if not part.model.peft_config[part.model.active_adapter].base_model_name_or_path:
+        if adapters_only and isinstance(part.model, PeftModel) and part.adapter != BASE_ADAPTER:
+            adapter = part.adapter or part.model.active_adapter
+            if not part.model.peft_config[adapter].base_model_name_or_path:
                 raise ValueError(f"--adapters-only: the {name} was built from a config, not loaded from a name or "
                                  "path, so its adapters have no base model to load; export it merged")
         else:
-            part.model = merge_lora(part.model)
+            part.model, part.adapter = merged(part.model, part.adapter, shared), None
         part.save_pretrained(out[name])
     return out

@@ -77,7 +77,7 @@ class RAGReader:
         return [a.text for a in self.answer(questions, contexts)]
 
     def prompt(self, question: str, context: Context) -> str:
-        return self.lm.format(fill(self.template, question, context))
+        return fill(self.template, question, context)
 
     def _weights(self, question: str, contexts: list[Context]) -> torch.Tensor:
         return torch.zeros(len(contexts)) if self.reranker is None else self.reranker(question, contexts)
@@ -125,5 +125,5 @@ class ParametricReader:
 
     def answer(self, questions: list[str]) -> list[Answer]:
         check_inputs(questions, None, need_contexts=False)
-        texts, loglik = self.lm.generate([self.lm.format(fill(self.template, q)) for q in questions], self.num_beams)
+        texts, loglik = self.lm.generate([fill(self.template, q) for q in questions], self.num_beams)
         return [Answer(t, ll.item()) for t, ll in zip(texts, loglik)]

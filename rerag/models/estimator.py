@@ -1,7 +1,9 @@
-"""The relevance estimator (RE): a seq2seq LM that answers "true" or "false" for a
-(question, context) pair (RE-RAG section 2.2, after MonoT5).
+"""The relevance estimator (RE): an LM that answers "true" or "false" for a (question, context)
+pair (RE-RAG section 2.2, after MonoT5). An encoder-decoder answers at its first decoder step; a
+decoder-only LM at the first position after its prompt (the chat template's generation prompt,
+when the tokenizer has one), as yes/no LLM rerankers read two logits at the last position.
 
-Only the first decoder step matters. Training needs log p_true and log p_false under the
+Only that first answer position matters. Training needs log p_true and log p_false under the
 softmax over the whole vocabulary (eq. 3 and eq. 11), computed by `kernels`. Inference needs
 only s = z_true - z_false (eq. 4), two rows of the LM head, never the [N, V] logits.
 
@@ -17,20 +19,25 @@ from torch import nn
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 import kernels
+from erag.lm import adapter_scope, chat_affixes, encode_prompts, resolve
 from rerag.inputs import DEFAULT_TEMPLATE, format_pairs
 from rerag.models.calibration import CALIBRATION_FILE, Calibration
 from rerag.models.folder import load_folder, save_folder
-from erag.lm import resolve
 
 CONFIG_FILE = "rerag_estimator.json"
 
 
 def single_token_id(tokenizer: PreTrainedTokenizerBase, word: str) -> int:
-    """The id of `word` as the first decoder token; the word must be one token."""
-    ids = tokenizer(word, add_special_tokens=False).input_ids
-    if len(ids) != 1:
-        raise ValueError(f"the RE's label word {word!r} must be a single token, got ids {ids}")
-    return ids[0]
+    """The id of `word` as the first answer token: the word must be one token there (after the
+    chat template's generation prompt, when the tokenizer has one)."""
+    affixes = chat_affixes(tokenizer)
+    prompt_end = affixes[1] if affixes else ""
+    before = tokenizer(prompt_end, add_special_tokens=False).input_ids
+    ids = tokenizer(prompt_end + word, add_special_tokens=False).input_ids
+    if ids[: len(before)] != before or len(ids) != len(before) + 1:
+        raise ValueError(f"the RE's label word {word!r} must be a single token as the first answer token, got "
+                         f"{tokenizer.convert_ids_to_tokens(ids[len(before):])}; choose other true_word/false_word")
+    return ids[-1]
 
 
 def lm_head_scale(model: PreTrainedModel) -> float:
@@ -54,9 +61,12 @@ class RelevanceEstimator(nn.Module):
         false_word: str = "false",
         template: str = DEFAULT_TEMPLATE,
         max_length: int = 256,
+        adapter: str | None = None,
     ):
+        """`adapter`: the PEFT adapter of `model` that is the RE, when the model is shared with the
+        generator (`erag.lm.adapter_scope`); None: the model as it is."""
         super().__init__()
-        self.model, self.tokenizer = model, tokenizer
+        self.model, self.tokenizer, self.adapter = model, tokenizer, adapter
         self.true_word, self.false_word = true_word, false_word
         self.template, self.max_length = template, max_length
         self.true_id = single_token_id(tokenizer, true_word)
@@ -64,22 +74,27 @@ class RelevanceEstimator(nn.Module):
         self.calibration: Calibration | None = None  # set by from_pretrained or `rerag calibrate`
 
     def encode(self, questions: list[str], contexts: list[dict | str]) -> dict[str, torch.Tensor]:
-        """Tokenize (question, context) pairs with the input template."""
-        texts = format_pairs(self.template, questions, contexts)
-        return self.tokenizer(texts, max_length=self.max_length, truncation=True,
-                              padding=True, return_tensors="pt")
+        """Tokenize (question, context) pairs with the input template (`erag.lm.encode_prompts`,
+        right-padded)."""
+        return encode_prompts(self.tokenizer, format_pairs(self.template, questions, contexts), self.max_length)
 
     def first_step_hidden(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        """Decoder state at the first step, as the LM head sees it before the scale: [N, d]."""
-        encoder_out = self.model.get_encoder()(input_ids=input_ids, attention_mask=attention_mask)
-        start = torch.full((input_ids.shape[0], 1), self.model.config.decoder_start_token_id,
-                           dtype=torch.long, device=input_ids.device)
-        decoder_out = self.model.get_decoder()(
-            input_ids=start,
-            encoder_hidden_states=encoder_out.last_hidden_state,
-            encoder_attention_mask=attention_mask,
-        )
-        return decoder_out.last_hidden_state[:, 0]
+        """The state the LM head reads for the first answer token, before the scale: [N, d]. An
+        encoder-decoder's first decoder step; a decoder-only model's last prompt token."""
+        with adapter_scope(self.model, self.adapter):
+            if not self.model.config.is_encoder_decoder:
+                hidden = self.model.get_decoder()(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+                last = attention_mask.shape[1] - 1 - attention_mask.flip(1).argmax(dim=1)  # either padding side
+                return hidden[torch.arange(len(hidden), device=hidden.device), last]
+            encoder_out = self.model.get_encoder()(input_ids=input_ids, attention_mask=attention_mask)
+            start = torch.full((input_ids.shape[0], 1), self.model.config.decoder_start_token_id,
+                               dtype=torch.long, device=input_ids.device)
+            decoder_out = self.model.get_decoder()(
+                input_ids=start,
+                encoder_hidden_states=encoder_out.last_hidden_state,
+                encoder_attention_mask=attention_mask,
+            )
+            return decoder_out.last_hidden_state[:, 0]
 
     def true_false_logprobs(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                             backend: str | None = None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -117,12 +132,10 @@ class RelevanceEstimator(nn.Module):
         lengths = attention_mask.sum(dim=1)
         order = torch.argsort(lengths, descending=True, stable=True)
         out = torch.empty(len(order), device=input_ids.device)
-        left = self.tokenizer.padding_side == "left"
-        for start in range(0, len(order), batch_size):
+        for start in range(0, len(order), batch_size):  # rows are right-padded (`encode`)
             rows = order[start : start + batch_size]
             width = int(lengths[rows].max())
-            cols = slice(input_ids.shape[1] - width, None) if left else slice(0, width)
-            out[rows] = self(input_ids[rows, cols], attention_mask[rows, cols]).float()  # autocast may give bf16
+            out[rows] = self(input_ids[rows, :width], attention_mask[rows, :width]).float()  # autocast may give bf16
         return out
 
     @torch.no_grad()
@@ -131,7 +144,8 @@ class RelevanceEstimator(nn.Module):
         `estimator.score` is a reranker: `(question, passages) -> scores`, as `eor`'s @RR op takes."""
         if not passages:
             return torch.empty(0)
-        enc = self.encode([question] * len(passages), passages).to(next(self.parameters()).device)
+        device = next(self.parameters()).device
+        enc = {k: v.to(device) for k, v in self.encode([question] * len(passages), passages).items()}
         return self.score_rows(enc["input_ids"], enc["attention_mask"], batch_size)
 
     def save_pretrained(self, directory: str | Path) -> None:
@@ -141,7 +155,7 @@ class RelevanceEstimator(nn.Module):
         save_folder(directory, self.model, self.tokenizer, CONFIG_FILE, {
             "true_word": self.true_word, "false_word": self.false_word,
             "template": self.template, "max_length": self.max_length,
-        })
+        }, self.adapter)
         if self.calibration is not None:
             self.calibration.save(directory)
         else:

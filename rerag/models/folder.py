@@ -3,21 +3,31 @@ small JSON of the settings the model needs to read its input (template, lengths,
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
+from peft import PeftModel
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from rerag.models.lora import load_seq2seq
+from rerag.models.lora import load_model_folder
 from erag.lm import load_tokenizer, resolve
 
 
 def save_folder(directory: str | Path, model, tokenizer: PreTrainedTokenizerBase, settings_file: str,
-                settings: dict[str, Any]) -> None:
-    """Write the model (safetensors, or only its LoRA adapters when it has them), the tokenizer
-    and `settings_file`."""
+                settings: dict[str, Any], adapter: str | None = None) -> None:
+    """Write the model (safetensors, or only its LoRA adapter when it has one: `adapter` of a
+    model with several), the tokenizer and `settings_file`."""
     directory = Path(directory)
-    model.save_pretrained(directory, safe_serialization=True)
+    if isinstance(model, PeftModel) and adapter is not None:
+        model.save_pretrained(directory, safe_serialization=True, selected_adapters=[adapter])
+        nested = directory / adapter  # PEFT writes a named adapter one folder down
+        if nested.is_dir():
+            for f in nested.iterdir():
+                f.replace(directory / f.name)
+            shutil.rmtree(nested)
+    else:
+        model.save_pretrained(directory, safe_serialization=True)
     tokenizer.save_pretrained(directory)
     (directory / settings_file).write_text(json.dumps(settings, indent=2))
 
@@ -27,5 +37,5 @@ def load_folder(directory: str | Path, settings_file: str, trust_remote_code: bo
     """Read what `save_folder` wrote; no Lightning needed and no code run from files."""
     directory = resolve(str(directory))
     settings = json.loads((Path(directory) / settings_file).read_text())
-    model = load_seq2seq(directory, trust_remote_code).eval()
+    model = load_model_folder(directory, trust_remote_code).eval()
     return model, load_tokenizer(directory, trust_remote_code), settings

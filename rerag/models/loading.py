@@ -2,7 +2,8 @@
 
 A name or path of the form `package:relative/path` points inside an installed Python package
 (for example `rerag:assets/demo_tokenizer`, resolved by `erag.lm.resolve`), so configs work from
-any working directory.
+any working directory. Encoder-decoder and decoder-only models are both built: the config's
+`is_encoder_decoder` picks `AutoModelForSeq2SeqLM` or `AutoModelForCausalLM`.
 """
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Any
 
 import torch
 from erag.lm import resolve
-from transformers import AutoConfig, AutoModelForSeq2SeqLM, PreTrainedModel, PreTrainedTokenizerBase
+from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForSeq2SeqLM, PreTrainedModel, PreTrainedTokenizerBase
 
 
 @dataclass
@@ -19,29 +20,45 @@ class ModelSpec:
     """Where a model comes from: a checkpoint (`name_or_path`) or a config for random init.
 
     `config` holds `AutoConfig.for_model` arguments, e.g. `{model_type: t5, d_model: 64}`;
-    vocabulary size and special-token ids are filled from the tokenizer.
+    vocabulary size and special-token ids are filled from the tokenizer. `gguf_file` names a GGUF
+    file inside the `name_or_path` folder (dequantized on load); `dtype` the weights' dtype
+    ("bfloat16", "float32"; None: the checkpoint's own, float32 for random init).
     """
 
     name_or_path: str | None = None
     config: dict[str, Any] | None = field(default=None)
     trust_remote_code: bool = False
+    gguf_file: str | None = None
+    dtype: str | None = None
 
 
 # Lightning checkpoints keep hyperparameters; let `torch.load(weights_only=True)` rebuild these.
 torch.serialization.add_safe_globals([ModelSpec])
 
 
-def build_seq2seq(spec: ModelSpec, tokenizer: PreTrainedTokenizerBase) -> PreTrainedModel:
-    """Load `spec.name_or_path`, or build a randomly initialised model from `spec.config`."""
+def auto_model_class(config) -> type:
+    """`AutoModelForSeq2SeqLM` for an encoder-decoder config, `AutoModelForCausalLM` otherwise."""
+    return AutoModelForSeq2SeqLM if config.is_encoder_decoder else AutoModelForCausalLM
+
+
+def build_model(spec: ModelSpec, tokenizer: PreTrainedTokenizerBase) -> PreTrainedModel:
+    """Load `spec.name_or_path`, or build a randomly initialised model from `spec.config`, in train mode."""
     if (spec.name_or_path is None) == (spec.config is None):
         raise ValueError("ModelSpec needs exactly one of `name_or_path` or `config`")
+    dtype = getattr(torch, spec.dtype) if spec.dtype else None
     if spec.name_or_path is not None:
-        model = AutoModelForSeq2SeqLM.from_pretrained(resolve(spec.name_or_path), trust_remote_code=spec.trust_remote_code)
+        path = resolve(spec.name_or_path)
+        config = AutoConfig.from_pretrained(path, trust_remote_code=spec.trust_remote_code, gguf_file=spec.gguf_file)
+        model = auto_model_class(config).from_pretrained(path, trust_remote_code=spec.trust_remote_code,
+                                                         gguf_file=spec.gguf_file, dtype=dtype)
         return model.train()  # from_pretrained returns eval mode (dropout off); this builds models to train
     kwargs = dict(spec.config)
     model_type = kwargs.pop("model_type")
     kwargs.setdefault("vocab_size", len(tokenizer))
     kwargs.setdefault("pad_token_id", tokenizer.pad_token_id)
     kwargs.setdefault("eos_token_id", tokenizer.eos_token_id)
-    kwargs.setdefault("decoder_start_token_id", tokenizer.pad_token_id)
-    return AutoModelForSeq2SeqLM.from_config(AutoConfig.for_model(model_type, **kwargs))
+    config = AutoConfig.for_model(model_type, **kwargs)
+    if config.is_encoder_decoder and "decoder_start_token_id" not in kwargs:
+        config.decoder_start_token_id = tokenizer.pad_token_id
+    model = auto_model_class(config).from_config(config)
+    return model if dtype is None else model.to(dtype)

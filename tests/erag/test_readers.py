@@ -1,56 +1,9 @@
 """HFReader over tiny random models built from configs, with a tokenizer trained offline."""
 import pytest
-import torch
-from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers
-from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast, T5Config, T5ForConditionalGeneration
 
 import erag
-from erag.readers import DEFAULT_PROMPT, HFReader
-
-WORDS = "what is the capital of france paris berlin germany city river seine answer question context using"
-QUESTIONS = ["what is the capital of france", "what river is in paris"]
-CONTEXTS = [["paris is the capital of france", "berlin is a city"], ["the seine"]]
-CHAT_TEMPLATE = (
-    "{% for message in messages %}<s> user : {{ message['content'] }} </s>{% endfor %}"
-    "{% if add_generation_prompt %} assistant :{% endif %}"
-)
-
-
-def make_tokenizer():
-    backend = Tokenizer(models.WordLevel(unk_token="<unk>"))
-    backend.normalizer = normalizers.Lowercase()
-    backend.pre_tokenizer = pre_tokenizers.Whitespace()
-    corpus = [WORDS, DEFAULT_PROMPT, CHAT_TEMPLATE, "yes no . , ? : user assistant"]
-    backend.train_from_iterator(corpus, trainers.WordLevelTrainer(special_tokens=["<pad>", "</s>", "<unk>", "<s>"]))
-    return PreTrainedTokenizerFast(
-        tokenizer_object=backend, pad_token="<pad>", eos_token="</s>", unk_token="<unk>", bos_token="<s>"
-    )
-
-
-@pytest.fixture
-def t5():
-    torch.manual_seed(0)
-    tokenizer = make_tokenizer()
-    config = T5Config(
-        vocab_size=len(tokenizer), d_model=32, d_ff=64, d_kv=8, num_layers=2, num_heads=4,
-        pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,
-        decoder_start_token_id=tokenizer.pad_token_id, initializer_factor=5.0,  # outputs depend on inputs
-    )
-    return T5ForConditionalGeneration(config).eval(), tokenizer
-
-
-@pytest.fixture
-def llama():
-    torch.manual_seed(0)
-    tokenizer = make_tokenizer()
-    tokenizer.chat_template = CHAT_TEMPLATE
-    config = LlamaConfig(
-        vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, pad_token_id=tokenizer.pad_token_id,
-        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
-    )
-    return LlamaForCausalLM(config).eval(), tokenizer
-
+from erag.readers import HFReader
+from tests.erag.conftest import CONTEXTS, QUESTIONS
 
 def test_t5_reader_is_batched_and_deterministic(t5):
     reader = HFReader(*t5, max_new_tokens=4)
@@ -71,8 +24,9 @@ def test_t5_fid_reader(t5):
 
 def test_llama_reader_uses_chat_template_and_left_padding(llama):
     reader = HFReader(*llama, max_new_tokens=4)
-    prompt = reader.prompt("what is the capital of france", "paris")
-    assert prompt.startswith("<s> user : Answer the question") and prompt.endswith("</s> assistant :")
+    ids = reader.lm.encode([reader.prompt("what is the capital of france", "paris")])["input_ids"][0]
+    text = reader.tokenizer.decode(ids)
+    assert text.startswith("<s> user : answer the question") and text.endswith("</s> assistant :")
     answers = reader(QUESTIONS, CONTEXTS)
     assert answers[0] != answers[1]
     assert [reader([q], [c])[0] for q, c in zip(QUESTIONS, CONTEXTS)] == answers

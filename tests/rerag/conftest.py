@@ -9,6 +9,12 @@ from rerag.models.loading import ModelSpec
 
 TINY_T5 = dict(model_type="t5", d_model=32, d_ff=64, d_kv=8, num_heads=4, num_layers=1,
                num_decoder_layers=1, dropout_rate=0.0)
+# A tiny decoder-only LM and a chat template, as SmolLM2-style models have (special turn markers;
+# the end of a turn is the EOS token).
+TINY_LLAMA = dict(model_type="llama", hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                  num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512, bos_token_id=None)
+CHAT_TEMPLATE = ("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+                 "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
 TINY_WORLD = WorldConfig(seed=1, n_train_people=12, n_dev_people=3, n_test_people=3, n_cities=10,
                          n_guilds=6, n_train_contexts=4, n_eval_contexts=12)
 
@@ -32,6 +38,33 @@ def tokenizer_dir(tmp_path_factory):
     out = tmp_path_factory.mktemp("tokenizer")
     train_tokenizer(texts, vocab_size=600).save_pretrained(str(out))
     return str(out)
+
+
+@pytest.fixture(scope="session")
+def chat_tokenizer_dir(tokenizer_dir, tmp_path_factory):
+    """The world's tokenizer with turn markers and a chat template; the end of a turn is its EOS."""
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(tokenizer_dir)
+    tok.add_special_tokens({"additional_special_tokens": ["<|im_start|>", "<|im_end|>"]})
+    tok.eos_token, tok.chat_template = "<|im_end|>", CHAT_TEMPLATE
+    out = tmp_path_factory.mktemp("chat_tokenizer")
+    tok.save_pretrained(str(out))
+    return str(out)
+
+
+@pytest.fixture
+def causal_module_kwargs(chat_tokenizer_dir):
+    """Causal RE and causal generator, each its own tiny Llama."""
+    return dict(estimator=ModelSpec(config=TINY_LLAMA), generator=ModelSpec(config=TINY_LLAMA),
+                re_tokenizer=chat_tokenizer_dir, generator_tokenizer=chat_tokenizer_dir, re_max_length=96,
+                generator_max_length=96, max_answer_length=8, val_top_k=3, test_top_k=3, recall_ks=[1, 5])
+
+
+@pytest.fixture
+def causal_data_kwargs(data_kwargs, chat_tokenizer_dir):
+    return {**data_kwargs, "re_tokenizer": chat_tokenizer_dir, "generator_tokenizer": chat_tokenizer_dir,
+            "re_max_length": 96, "generator_max_length": 96}
 
 
 @pytest.fixture

@@ -102,3 +102,44 @@ def test_resume_matches_an_uninterrupted_run(module_kwargs, data_kwargs, tmp_pat
     assert got.keys() == expected.keys()
     for k in expected:
         assert got[k] == pytest.approx(expected[k], rel=1e-4, abs=1e-5), k
+
+
+# ---- decoder-only RE and generator ------------------------------------------------------------
+def test_causal_re_and_generator_train_and_evaluate(causal_module_kwargs, causal_data_kwargs, tmp_path):
+    module, data = make(causal_module_kwargs, causal_data_kwargs)
+    before = {n: p.detach().clone() for n, p in module.named_parameters()}
+    trainer(tmp_path, max_steps=3, limit_val_batches=1, num_sanity_val_steps=0, val_check_interval=3).fit(
+        module, datamodule=data)
+    changed = {n.split(".")[0] for n, p in module.named_parameters() if not torch.equal(p, before[n])}
+    assert changed == {"estimator", "generator"}
+    results = module.results["val"]
+    assert results and all(isinstance(r["answer"], str) and 0 < r["confidence"] < 1 for r in results)
+    assert {"val/em", "val/re_recall@1"} <= set(module.trainer.callback_metrics)
+
+
+def test_a_frozen_generator_teaches_the_re_alone(causal_module_kwargs, causal_data_kwargs, tmp_path):
+    module, data = make({**causal_module_kwargs, "freeze_generator": True}, causal_data_kwargs)
+    assert not any(p.requires_grad for p in module.generator.parameters())
+    before = {n: p.detach().clone() for n, p in module.named_parameters()}
+    trainer(tmp_path, max_steps=3, limit_val_batches=0).fit(module, datamodule=data)
+    changed = {n.split(".")[0] for n, p in module.named_parameters() if not torch.equal(p, before[n])}
+    assert changed == {"estimator"}
+
+
+@pytest.mark.parametrize("lora", [False, True])
+def test_gradient_checkpointing_gives_the_same_gradients(causal_module_kwargs, causal_data_kwargs, lora):
+    from rerag.models.lora import LoraSpec
+
+    kwargs = {**causal_module_kwargs, **({"estimator_lora": LoraSpec(r=2, dropout=0.0),
+                                          "generator_lora": LoraSpec(r=2, dropout=0.0)} if lora else {})}
+    grads = []
+    for checkpointing in (False, True):
+        module, data = make({**kwargs, "gradient_checkpointing": checkpointing}, causal_data_kwargs)
+        assert module.estimator.model.is_gradient_checkpointing == checkpointing
+        module.train()
+        data.setup("fit")
+        module.training_step(next(iter(data.train_dataloader())), 0).backward()
+        grads.append({n: p.grad for n, p in module.named_parameters() if p.grad is not None})
+    assert grads[0] and grads[0].keys() == grads[1].keys()
+    for name in grads[0]:
+        torch.testing.assert_close(grads[1][name], grads[0][name], atol=1e-5, rtol=1e-4)

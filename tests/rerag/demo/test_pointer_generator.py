@@ -4,7 +4,7 @@ from transformers import AutoModelForSeq2SeqLM
 
 from rerag.models.generator import Generator
 from erag.lm import load_tokenizer
-from rerag.models.loading import ModelSpec, build_seq2seq
+from rerag.models.loading import ModelSpec, build_model
 from rerag.demo.pointer_generator import PointerT5ForConditionalGeneration
 
 
@@ -12,7 +12,7 @@ from rerag.demo.pointer_generator import PointerT5ForConditionalGeneration
 def pointer(tiny_t5, tokenizer_dir):
     torch.manual_seed(0)
     tok = load_tokenizer(tokenizer_dir)
-    model = build_seq2seq(ModelSpec(config={**tiny_t5, "model_type": "pointer_t5"}), tok).eval()
+    model = build_model(ModelSpec(config={**tiny_t5, "model_type": "pointer_t5"}), tok).eval()
     enc = tok(["question: where was Ana born? context: Ana was born in Soltha.", "Soltha has bridges."],
               padding=True, return_tensors="pt")
     return model, tok, enc

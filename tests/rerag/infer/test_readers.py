@@ -3,7 +3,7 @@ import torch
 from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
 from rerag.models.generator import Generator
-from rerag.models.loading import ModelSpec, build_seq2seq
+from rerag.models.loading import ModelSpec, build_model
 from erag.lm import CausalLM, Seq2SeqLM, load_lm
 from rerag.infer.readers import ParametricReader, RAGReader
 from rerag.inputs import fill
@@ -30,7 +30,7 @@ def causal_lm(tokenizer_dir):
 def seq2seq_lm(tokenizer_dir, tiny_t5):
     tok = AutoTokenizer.from_pretrained(tokenizer_dir)
     torch.manual_seed(0)
-    return Generator(build_seq2seq(ModelSpec(config=tiny_t5), tok).eval(), tok, max_answer_length=6).as_lm(batch_size=2)
+    return Generator(build_model(ModelSpec(config=tiny_t5), tok).eval(), tok, max_answer_length=6).as_lm(batch_size=2)
 
 
 def test_templates_take_strings_and_fid_contexts():
@@ -41,17 +41,19 @@ def test_templates_take_strings_and_fid_contexts():
 
 def test_causal_prompt_goes_through_the_chat_template(causal_lm):
     prompt = RAGReader(causal_lm).prompt("where?", "ctx")
-    assert prompt.startswith("<|user|>") and prompt.endswith("<|assistant|>") and "Question: where?" in prompt
+    text = causal_lm.tokenizer.decode(causal_lm.encode([prompt])["input_ids"][0])
+    assert text.strip().startswith("<|user|>") and text.endswith("<|assistant|>") and "Question: where?" in text
 
 
 def test_causal_loglik_matches_an_unpadded_forward_pass(causal_lm):
     tok, model = causal_lm.tokenizer, causal_lm.model
-    prompts = [causal_lm.format("short?"), causal_lm.format("a much longer prompt about Soltha and bees?")]
+    prompts = ["short?", "a much longer prompt about Soltha and bees?"]
     answers = ["Soltha", "a potter of Soltha"]
     got = causal_lm.loglik(prompts, answers)  # one batch: padded rows
     for prompt, answer, value in zip(prompts, answers, got):
-        p = tok(prompt, add_special_tokens=False).input_ids
-        a = tok(answer, add_special_tokens=False).input_ids + [tok.eos_token_id]
+        p = causal_lm.encode([prompt])["input_ids"][0].tolist()  # alone: no padding
+        a = [t for t in causal_lm.encode_answers([answer])[0].tolist() if t != -100]  # cut to max_new_tokens
+        assert a[-1] == tok.eos_token_id and len(a) <= causal_lm.max_new_tokens
         with torch.no_grad():
             logp = model(torch.tensor([p + a])).logits[0].log_softmax(-1)
         expected = sum(logp[len(p) - 1 + t, a[t]] for t in range(len(a)))
@@ -59,7 +61,7 @@ def test_causal_loglik_matches_an_unpadded_forward_pass(causal_lm):
 
 
 def test_causal_generation_is_batch_invariant(causal_lm):
-    prompts = [causal_lm.format(q) for q in ("short?", "a much longer prompt about Soltha and bees?", "x")]
+    prompts = ["short?", "a much longer prompt about Soltha and bees?", "x"]
     texts, loglik = causal_lm.generate(prompts)
     alone = [causal_lm.generate([p]) for p in prompts]  # left padding must not change answers
     assert texts == [t[0][0] for t in alone]

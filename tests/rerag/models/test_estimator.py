@@ -3,14 +3,31 @@ import torch
 from transformers import AutoTokenizer
 
 from rerag.models.estimator import RelevanceEstimator
-from rerag.models.loading import ModelSpec, build_seq2seq
+from rerag.models.loading import ModelSpec, build_model
+from tests.rerag.conftest import TINY_LLAMA
+
+
+
+def generation_prompt(estimator):
+    """The token ids that close a chat prompt: end of the user turn, start of the assistant's."""
+    return estimator.tokenizer("<|im_end|>\n<|im_start|>assistant\n", add_special_tokens=False).input_ids
+
+
+PAIRS = (["where was Ana born?"] * 3, ["Ana was born in Soltha.", "bees", {"title": "Ana", "text": "x"}])
 
 
 @pytest.fixture
 def estimator(tokenizer_dir, tiny_t5):
     tok = AutoTokenizer.from_pretrained(tokenizer_dir)
     torch.manual_seed(0)
-    return RelevanceEstimator(build_seq2seq(ModelSpec(config=tiny_t5), tok).eval(), tok)
+    return RelevanceEstimator(build_model(ModelSpec(config=tiny_t5), tok).eval(), tok)
+
+
+@pytest.fixture
+def causal_estimator(chat_tokenizer_dir):
+    tok = AutoTokenizer.from_pretrained(chat_tokenizer_dir)
+    torch.manual_seed(0)
+    return RelevanceEstimator(build_model(ModelSpec(config=TINY_LLAMA), tok).eval(), tok, max_length=64)
 
 
 def test_label_ids_come_from_the_tokenizer(estimator):
@@ -22,7 +39,7 @@ def test_label_ids_come_from_the_tokenizer(estimator):
 
 
 def test_two_row_score_equals_full_softmax_log_odds(estimator):
-    enc = estimator.encode(["where was Ana born?"] * 3, ["Ana was born in Soltha.", "bees", {"title": "Ana", "text": "x"}])
+    enc = estimator.encode(*PAIRS)
     with torch.no_grad():
         s = estimator(enc["input_ids"], enc["attention_mask"])
         lp_t, lp_f = estimator.true_false_logprobs(enc["input_ids"], enc["attention_mask"])
@@ -43,10 +60,10 @@ def test_save_and_load_give_equal_scores(estimator, tmp_path):
     assert loaded.template == estimator.template
 
 
-@pytest.mark.parametrize("padding_side", ["right", "left"])
-def test_length_sorted_chunks_give_each_row_its_own_score(estimator, padding_side):
+@pytest.mark.parametrize("kind", ["estimator", "causal_estimator"])
+def test_length_sorted_chunks_give_each_row_its_own_score(kind, request):
     # Mixed lengths: the bucketed path must score every row as a forward pass on that row alone does.
-    estimator.tokenizer.padding_side = padding_side
+    estimator = request.getfixturevalue(kind)
     passages = ["bees", "Ana was born in Soltha, a town of bridges and bees in the north.", "x y", "Soltha"] * 2
     enc = estimator.encode(["where was Ana born?"] * len(passages), passages)
     with torch.no_grad():
@@ -55,3 +72,31 @@ def test_length_sorted_chunks_give_each_row_its_own_score(estimator, padding_sid
     torch.testing.assert_close(bucketed, alone, rtol=1e-4, atol=1e-4)
     torch.testing.assert_close(estimator.score("where was Ana born?", passages, batch_size=3), alone,
                                rtol=1e-4, atol=1e-4)
+
+
+def test_causal_re_reads_the_first_answer_position_after_the_chat_prompt(causal_estimator):
+    est = causal_estimator
+    enc = est.encode(*PAIRS)
+    assert enc["attention_mask"][1].sum() < enc["attention_mask"][0].sum()  # right padding in the batch
+    with torch.no_grad():
+        s = est(enc["input_ids"], enc["attention_mask"])
+        lp_t, lp_f = est.true_false_logprobs(enc["input_ids"], enc["attention_mask"])
+    torch.testing.assert_close(s, lp_t - lp_f, rtol=1e-5, atol=1e-5)
+    for row in range(3):  # the full softmax of a forward pass on the row alone, at its last position
+        ids = enc["input_ids"][row, : int(enc["attention_mask"][row].sum())]
+        assert ids[-len(generation_prompt(est)) :].tolist() == generation_prompt(est)
+        with torch.no_grad():
+            full = est.model(ids[None]).logits[0, -1].log_softmax(-1)
+        assert lp_t[row].item() == pytest.approx(full[est.true_id].item(), abs=1e-5)
+        assert lp_f[row].item() == pytest.approx(full[est.false_id].item(), abs=1e-5)
+
+
+def test_causal_prompt_is_cut_inside_the_chat_template(causal_estimator):
+    enc = causal_estimator.encode(["where was Ana born?"], ["Ana was born in Soltha. " * 40])
+    end = generation_prompt(causal_estimator)
+    assert enc["input_ids"].shape[1] == 64 and enc["input_ids"][0, -len(end) :].tolist() == end
+
+
+def test_causal_label_words_must_be_one_token_after_the_generation_prompt(causal_estimator):
+    with pytest.raises(ValueError, match="single token as the first answer token"):
+        RelevanceEstimator(causal_estimator.model, causal_estimator.tokenizer, true_word="truly relevant")

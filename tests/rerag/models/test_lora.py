@@ -6,13 +6,16 @@ import torch
 import yaml
 from transformers import AutoTokenizer
 
+from erag.lm import BASE_ADAPTER, adapter_scope
 from rerag.cli import main
 from rerag.data.datamodule import RERAGDataModule
 from rerag.infer.export import export, load_checkpoint
 from rerag.models.lora import LoraSpec
 from rerag.models.estimator import RelevanceEstimator
-from rerag.models.loading import ModelSpec, build_seq2seq
+from rerag.models.generator import Generator
+from rerag.models.loading import ModelSpec, build_model
 from rerag.module import RERAGModule
+from tests.rerag.conftest import TINY_LLAMA
 from tests.rerag.helpers import PASSAGES, QUESTION, fit_and_checkpoint
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -40,7 +43,7 @@ def test_only_adapters_train_and_merged_export_scores_equal(module_kwargs, data_
 def test_adapters_only_export_loads_over_its_base(tokenizer_dir, tiny_t5, tmp_path):
     tok = AutoTokenizer.from_pretrained(tokenizer_dir)
     torch.manual_seed(0)
-    base = build_seq2seq(ModelSpec(config=tiny_t5), tok)
+    base = build_model(ModelSpec(config=tiny_t5), tok)
     base.save_pretrained(tmp_path / "base")
     tok.save_pretrained(tmp_path / "base")
     module = RERAGModule(estimator=ModelSpec(name_or_path=str(tmp_path / "base")),
@@ -70,3 +73,79 @@ def test_lora_is_a_config_option(capsys):
         main(["fit", "--config", str(ROOT / "configs" / "demo.yaml"), "--model.estimator_lora.r=4", "--print_config"])
     printed = yaml.safe_load(capsys.readouterr().out)["model"]
     assert printed["estimator_lora"]["r"] == 4 and printed["generator_lora"] is None
+
+
+# ---- RE and generator as two adapters of one shared base (decoder-only) ----------------------
+LLAMA_LORA = LoraSpec(r=4, alpha=8, dropout=0.0, target_modules=["q_proj", "v_proj"])
+
+
+@pytest.fixture
+def llama_base(chat_tokenizer_dir, tmp_path):
+    """A tiny Llama saved as a folder: a base that adapters-only exports can name."""
+    tok = AutoTokenizer.from_pretrained(chat_tokenizer_dir)
+    torch.manual_seed(0)
+    build_model(ModelSpec(config=TINY_LLAMA), tok).save_pretrained(tmp_path / "llama")
+    tok.save_pretrained(tmp_path / "llama")
+    return ModelSpec(name_or_path=str(tmp_path / "llama"))
+
+
+def shared(causal_module_kwargs, base, **kw):
+    return RERAGModule(**{**causal_module_kwargs, "estimator": base, "generator": None, "lr": 1e-2,
+                          "shared_base": True, "estimator_lora": LLAMA_LORA, "generator_lora": LLAMA_LORA, **kw})
+
+
+def test_shared_base_holds_one_copy_and_trains_both_adapters(causal_module_kwargs, causal_data_kwargs, llama_base,
+                                                            tmp_path):
+    L.seed_everything(0)
+    module = shared(causal_module_kwargs, llama_base)
+    assert module.estimator.model is module.generator.model
+    base_size = sum(p.numel() for p in build_model(llama_base, module.estimator.tokenizer).parameters())
+    lora_size = sum(p.numel() for n, p in module.named_parameters() if "lora_" in n)
+    assert sum(p.numel() for p in module.parameters()) == base_size + lora_size  # the base once
+    before = {n: p.detach().clone() for n, p in module.named_parameters()}
+    fit_and_checkpoint(module, RERAGDataModule(**causal_data_kwargs), tmp_path, steps=3)
+    changed = {n for n, p in module.named_parameters() if not torch.equal(p, before[n])}
+    assert any(".re." in n for n in changed) and any(".generator." in n for n in changed)
+    assert all("lora_" in n for n in changed)  # the base stays frozen
+
+
+@pytest.mark.parametrize("adapters_only", [False, True])
+def test_shared_base_exports_each_adapter_with_equal_scores(causal_module_kwargs, llama_base, adapters_only, tmp_path):
+    module = shared(causal_module_kwargs, llama_base).eval()
+    with torch.no_grad():  # B starts at zero; make each adapter matter, differently
+        for name, p in module.named_parameters():
+            if "lora_B" in name:
+                p.normal_(std=0.5)
+    scores = module.estimator.score(QUESTION, PASSAGES)
+    lm = module.generator.as_lm()
+    prompts, answers = [f"where? {p}" for p in ("Soltha", "bees")], ["Soltha", "bees"]
+    loglik = lm.loglik(prompts, answers)
+    with adapter_scope(module.estimator.model, BASE_ADAPTER):
+        base_scores = module.estimator.score(QUESTION, PASSAGES)
+    assert not torch.allclose(scores, base_scores)
+
+    export(module.estimator, module.generator, tmp_path / "export", adapters_only=adapters_only)
+    re_folder, gen_folder = tmp_path / "export" / "estimator", tmp_path / "export" / "generator"
+    assert (re_folder / "adapter_config.json").is_file() == adapters_only
+    torch.testing.assert_close(RelevanceEstimator.from_pretrained(re_folder).score(QUESTION, PASSAGES), scores,
+                               atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(Generator.from_pretrained(gen_folder).as_lm().loglik(prompts, answers), loglik,
+                               atol=1e-4, rtol=1e-4)
+
+
+def test_shared_base_with_a_frozen_generator_trains_the_re_adapter_alone(causal_module_kwargs, causal_data_kwargs,
+                                                                        llama_base, tmp_path):
+    L.seed_everything(0)
+    module = shared(causal_module_kwargs, llama_base, freeze_generator=True, generator_lora=None)
+    assert module.generator.adapter == BASE_ADAPTER
+    before = {n: p.detach().clone() for n, p in module.named_parameters()}
+    fit_and_checkpoint(module, RERAGDataModule(**causal_data_kwargs), tmp_path, steps=3)
+    changed = {n for n, p in module.named_parameters() if not torch.equal(p, before[n])}
+    assert changed and all(".re." in n for n in changed)
+
+
+def test_shared_base_settings_are_checked(causal_module_kwargs, llama_base):
+    with pytest.raises(ValueError, match="needs estimator_lora"):
+        shared(causal_module_kwargs, llama_base, estimator_lora=None)
+    with pytest.raises(ValueError, match="set model.generator to null"):
+        shared(causal_module_kwargs, llama_base, generator=ModelSpec(config=TINY_LLAMA))

@@ -1,0 +1,84 @@
+"""The tensor-level pieces of erag.lm on tiny random models: prompts, answers, F, generation, adapters."""
+import pytest
+import torch
+from peft import LoraConfig, TaskType, get_peft_model
+
+from erag.lm import (BASE_ADAPTER, adapter_scope, answer_loglik, encode_answers, encode_prompts, generate_answers,
+                     left_padded)
+
+PROMPTS = ["what is the capital of france", "paris"]
+
+
+def test_a_cut_prompt_keeps_the_chat_template(llama):
+    _, tok = llama
+    enc = encode_prompts(tok, ["what is the capital of france " * 5, "paris"], max_length=12)
+    assert enc["input_ids"].shape == (2, 12) and enc["attention_mask"][1].sum() < 12  # right-padded
+    text = tok.decode(enc["input_ids"][0])
+    assert text.startswith("<s> user : what is") and text.endswith("</s> assistant :")
+    with pytest.raises(ValueError, match="no room"):
+        encode_prompts(tok, PROMPTS, max_length=4)
+
+
+def test_answers_end_with_one_eos(llama):
+    _, tok = llama
+    labels = encode_answers(tok, ["paris", "the capital of france is paris"], max_length=4)
+    assert labels.tolist()[0] == [tok.convert_tokens_to_ids("paris"), tok.eos_token_id, -100, -100]
+    assert labels[1, -1] == tok.eos_token_id and (labels[1] != -100).all()  # cut to 3 words + EOS
+
+
+@pytest.mark.parametrize("kind", ["llama", "t5"])
+def test_answer_loglik_is_the_unpadded_sum_with_eos(kind, request):
+    model, tok = request.getfixturevalue(kind)
+    enc = encode_prompts(tok, PROMPTS)
+    labels = encode_answers(tok, ["paris", "the seine river"], max_length=8)
+    with torch.no_grad():
+        got = answer_loglik(model, enc["input_ids"], enc["attention_mask"], labels)
+        for row in range(2):
+            p = enc["input_ids"][row, : int(enc["attention_mask"][row].sum())]
+            a = labels[row][labels[row] != -100]
+            assert a[-1] == tok.eos_token_id
+            if kind == "llama":
+                logp = model(torch.cat([p, a])[None]).logits[0].log_softmax(-1)
+                expected = logp[len(p) - 1 + torch.arange(len(a)), a].sum()
+            else:
+                logp = model(input_ids=p[None], labels=a[None]).logits[0].log_softmax(-1)
+                expected = logp[torch.arange(len(a)), a].sum()
+            assert got[row].item() == pytest.approx(expected.item(), abs=1e-4)
+
+
+def test_left_padding_moves_rows_to_the_right_edge():
+    ids, mask = left_padded(torch.tensor([[5, 6, 0], [7, 8, 9]]), torch.tensor([[1, 1, 0], [1, 1, 1]]), 0)
+    assert ids.tolist() == [[0, 5, 6], [7, 8, 9]] and mask.tolist() == [[0, 1, 1], [1, 1, 1]]
+
+
+@pytest.mark.parametrize("kind", ["llama", "t5"])
+def test_generated_answers_score_as_teacher_forced(kind, request):
+    model, tok = request.getfixturevalue(kind)
+    enc = encode_prompts(tok, PROMPTS)
+    texts, loglik = generate_answers(model, tok, enc["input_ids"], enc["attention_mask"], max_new_tokens=4)
+    alone = [generate_answers(model, tok, *encode_prompts(tok, [p]).values(), max_new_tokens=4) for p in PROMPTS]
+    assert texts == [t for a in alone for t in a[0]]  # padding changes no answer
+    torch.testing.assert_close(loglik, torch.cat([a[1] for a in alone]), atol=1e-4, rtol=1e-4)
+
+
+def test_adapter_scope_runs_one_adapter_and_keeps_both_trainable(llama):
+    model, tok = llama
+    config = LoraConfig(r=2, lora_alpha=4, target_modules=["q_proj", "v_proj"], task_type=TaskType.CAUSAL_LM,
+                        init_lora_weights=False)  # random B: each adapter changes the output
+    model = get_peft_model(model, config, adapter_name="a")
+    model.add_adapter("b", config)
+    for name, p in model.named_parameters():
+        p.requires_grad_(".a." in name or ".b." in name)
+    enc = encode_prompts(tok, PROMPTS)
+    labels = encode_answers(tok, ["paris", "paris"], max_length=4)
+
+    def score(adapter):
+        with adapter_scope(model, adapter):
+            return answer_loglik(model, enc["input_ids"], enc["attention_mask"], labels)
+
+    a, b, base = score("a"), score("b"), score(BASE_ADAPTER)
+    assert not torch.allclose(a, b) and not torch.allclose(a, base)
+    torch.testing.assert_close(score("a"), a)
+    (a.sum() + b.sum()).backward()  # both adapters' gradients survive switching between them
+    grads = {n: p.grad for n, p in model.named_parameters() if "lora_B" in n}
+    assert grads and all(g is not None and g.abs().sum() > 0 for g in grads.values())
