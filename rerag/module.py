@@ -20,6 +20,21 @@ from rerag.models.loading import ModelSpec, build_model
 from rerag.models.lora import LoraSpec, add_adapters, add_lora
 
 
+def shared_base_models(estimator: ModelSpec, generator: ModelSpec | None, estimator_lora: LoraSpec | None,
+                       generator_lora: LoraSpec | None, freeze_generator: bool, tokenizer):
+    """One base model from `estimator` with adapters "re" and "generator" (or the bare base as a frozen
+    generator): (RE model, generator model, RE adapter, generator adapter)."""
+    if generator is not None and generator != estimator:
+        raise ValueError("shared_base: the generator is the estimator's base model; set model.generator "
+                         "to null (or to the estimator's spec)")
+    if estimator_lora is None or (generator_lora is None) != freeze_generator:
+        raise ValueError("shared_base needs estimator_lora, and generator_lora unless freeze_generator "
+                         "(the frozen generator is then the base itself)")
+    adapters = {"re": estimator_lora} | ({} if freeze_generator else {"generator": generator_lora})
+    model = add_adapters(build_model(estimator, tokenizer), adapters)
+    return model, model, "re", BASE_ADAPTER if freeze_generator else "generator"
+
+
 class RERAGModule(L.LightningModule):
     """RE and generator may each be an encoder-decoder or a decoder-only LM (`ModelSpec`).
 
@@ -62,13 +77,14 @@ class RERAGModule(L.LightningModule):
     ):
         super().__init__()
         self.save_hyperparameters()
-        re_tok = load_tokenizer(re_tokenizer, estimator.trust_remote_code, estimator.gguf_file)
+        re_tok = load_tokenizer(re_tokenizer, estimator.trust_remote_code)
         gen_spec = estimator if shared_base else generator
         if gen_spec is None:
             raise ValueError("model.generator is needed unless shared_base is true")
-        gen_tok = load_tokenizer(generator_tokenizer, gen_spec.trust_remote_code, gen_spec.gguf_file)
+        gen_tok = load_tokenizer(generator_tokenizer, gen_spec.trust_remote_code)
         if shared_base:
-            re_model, gen_model, re_adapter, gen_adapter = self._shared_base(re_tok)
+            re_model, gen_model, re_adapter, gen_adapter = shared_base_models(
+                estimator, generator, estimator_lora, generator_lora, freeze_generator, re_tok)
         else:  # with a LoraSpec only the adapters train (base weights frozen); None = full fine-tuning
             re_model = add_lora(build_model(estimator, re_tok), estimator_lora)
             gen_model = add_lora(build_model(generator, gen_tok), generator_lora)
@@ -93,20 +109,6 @@ class RERAGModule(L.LightningModule):
             for stage in ("val", "test")
         })
         self.results: dict[str, list[dict]] = {"val": [], "test": []}  # per question, this process's share
-
-    def _shared_base(self, tokenizer):
-        """One base model from `estimator`, adapters "re" and "generator" (or the bare base as a frozen
-        generator): (RE model, generator model, RE adapter, generator adapter)."""
-        hp = self.hparams
-        if hp.generator is not None and hp.generator != hp.estimator:
-            raise ValueError("shared_base: the generator is the estimator's base model; set model.generator "
-                             "to null (or to the estimator's spec)")
-        if hp.estimator_lora is None or (hp.generator_lora is None) != hp.freeze_generator:
-            raise ValueError("shared_base needs estimator_lora, and generator_lora unless freeze_generator "
-                             "(the frozen generator is then the base itself)")
-        adapters = {"re": hp.estimator_lora} | ({} if hp.freeze_generator else {"generator": hp.generator_lora})
-        model = add_adapters(build_model(hp.estimator, tokenizer), adapters)
-        return model, model, "re", BASE_ADAPTER if hp.freeze_generator else "generator"
 
     # ---- training -------------------------------------------------------------------------
     def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:

@@ -2,16 +2,17 @@
 
 A name or path of the form `package:relative/path` points inside an installed Python package
 (for example `rerag:assets/demo_tokenizer`, resolved by `erag.lm.resolve`), so configs work from
-any working directory. Encoder-decoder and decoder-only models are both built: the config's
+any working directory; a path to a `.gguf` file loads that file (dequantized). Encoder-decoder and decoder-only models are both built: the config's
 `is_encoder_decoder` picks `AutoModelForSeq2SeqLM` or `AutoModelForCausalLM`.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
-from erag.lm import resolve
+from erag.lm import checkpoint_location
 from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForSeq2SeqLM, PreTrainedModel, PreTrainedTokenizerBase
 
 
@@ -20,15 +21,14 @@ class ModelSpec:
     """Where a model comes from: a checkpoint (`name_or_path`) or a config for random init.
 
     `config` holds `AutoConfig.for_model` arguments, e.g. `{model_type: t5, d_model: 64}`;
-    vocabulary size and special-token ids are filled from the tokenizer. `gguf_file` names a GGUF
-    file inside the `name_or_path` folder (dequantized on load); `dtype` the weights' dtype
+    vocabulary size and special-token ids are filled from the tokenizer. `name_or_path` may be a
+    GGUF file (dequantized on load, `erag.lm.checkpoint_location`). `dtype` is the weights' dtype
     ("bfloat16", "float32"; None: the checkpoint's own, float32 for random init).
     """
 
     name_or_path: str | None = None
     config: dict[str, Any] | None = field(default=None)
     trust_remote_code: bool = False
-    gguf_file: str | None = None
     dtype: str | None = None
 
 
@@ -47,10 +47,12 @@ def build_model(spec: ModelSpec, tokenizer: PreTrainedTokenizerBase) -> PreTrain
         raise ValueError("ModelSpec needs exactly one of `name_or_path` or `config`")
     dtype = getattr(torch, spec.dtype) if spec.dtype else None
     if spec.name_or_path is not None:
-        path = resolve(spec.name_or_path)
-        config = AutoConfig.from_pretrained(path, trust_remote_code=spec.trust_remote_code, gguf_file=spec.gguf_file)
+        path, gguf_file = checkpoint_location(spec.name_or_path)
+        config = AutoConfig.from_pretrained(path, trust_remote_code=spec.trust_remote_code, gguf_file=gguf_file)
         model = auto_model_class(config).from_pretrained(path, trust_remote_code=spec.trust_remote_code,
-                                                         gguf_file=spec.gguf_file, dtype=dtype)
+                                                         gguf_file=gguf_file, dtype=dtype)
+        if gguf_file:  # adapters-only exports name their base by this: the file, not its folder
+            model.name_or_path = str(Path(path) / gguf_file)
         return model.train()  # from_pretrained returns eval mode (dropout off); this builds models to train
     kwargs = dict(spec.config)
     model_type = kwargs.pop("model_type")

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from erag.lm import BASE_ADAPTER
+from erag.lm import BASE_ADAPTER, checkpoint_location
 from peft import LoraConfig, PeftModel, TaskType, get_peft_model
 from transformers import AutoConfig, PreTrainedModel
 
@@ -92,6 +92,7 @@ def load_model_folder(directory: str | Path, trust_remote_code: bool = False) ->
     base = json.loads((directory / ADAPTER_CONFIG).read_text()).get("base_model_name_or_path")
     if not base:
         raise ValueError(f"{directory / ADAPTER_CONFIG}: names no base model (base_model_name_or_path)")
-    config = AutoConfig.from_pretrained(base, trust_remote_code=trust_remote_code)
-    model = auto_model_class(config).from_pretrained(base, trust_remote_code=trust_remote_code)
+    base, gguf_file = checkpoint_location(base)
+    config = AutoConfig.from_pretrained(base, trust_remote_code=trust_remote_code, gguf_file=gguf_file)
+    model = auto_model_class(config).from_pretrained(base, trust_remote_code=trust_remote_code, gguf_file=gguf_file)
     return PeftModel.from_pretrained(model, directory).merge_and_unload()
