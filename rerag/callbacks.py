@@ -7,21 +7,34 @@ import time
 from pathlib import Path
 
 import lightning as L
+import torch
 from erag.progress import default_interval, progress_line
 
 
 class MetricsWriter(L.Callback):
-    """Write the test metrics (`test/*`) to a JSON file when testing ends (rank zero only)."""
+    """When testing ends, write the test metrics (`test/*`) to a JSON file and, with `results`, one
+    line per test question (`RERAGModule.results["test"]`: answers, EM, F1, first relevant ranks) to a
+    JSONL file, the input of `rerag compare` (gathered from every process; rank zero writes)."""
 
-    def __init__(self, path: str = "outputs/test_metrics.json"):
+    def __init__(self, path: str = "outputs/test_metrics.json", results: str | None = None):
         self.path = Path(path)
+        self.results = None if results is None else Path(results)
 
     def on_test_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        rows = getattr(pl_module, "results", {}).get("test", [])
+        if self.results is not None and trainer.world_size > 1:
+            shares = [None] * trainer.world_size
+            torch.distributed.all_gather_object(shares, rows)
+            rows = [r for share in shares for r in share]
         if not trainer.is_global_zero:
             return
         metrics = {k: float(v) for k, v in trainer.callback_metrics.items() if k.startswith("test/")}
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.path.write_text(json.dumps({"global_step": trainer.global_step, **metrics}, indent=2) + "\n")
+        if self.results is not None:
+            self.results.parent.mkdir(parents=True, exist_ok=True)
+            rows = sorted(rows, key=lambda r: r["index"])
+            self.results.write_text("".join(json.dumps(r) + "\n" for r in rows))
 
 
 class LearningCurve(L.Callback):

@@ -276,6 +276,34 @@ def unanswerable_report(*, dev: str, test: str) -> None:
     print(report(dev_rows, test_rows))
 
 
+def compare(*, runs: dict[str, str], retriever: str | None = None, against: str | None = None,
+            ks: list[int] = [1, 5], resamples: int = 2000, seed: int = 0, out: str | None = None) -> None:
+    """Compare runs on the same test questions: Recall@k, EM and F1 with paired-bootstrap 95% intervals.
+
+    Args:
+        runs: name -> per-question results JSONL of `rerag test` (MetricsWriter's `results`), e.g.
+            '{zero_shot: a.jsonl, rerag: b.jsonl}'.
+        retriever: add the retriever's order, read by this run's generator (its answer_retriever), as a system.
+        against: the system the differences are taken from (default: the last run).
+        ks: Recall@k cut-offs.
+        resamples: bootstrap resamples.
+        seed: the bootstrap's seed.
+        out: write OUT.md and OUT.json (default: print only).
+    """
+    import json
+    from pathlib import Path
+
+    from rerag.infer.compare import compare as run, markdown
+
+    report = run(runs, retriever, against, ks, resamples, seed)
+    text = markdown(report)
+    print(text)
+    if out:
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
+        Path(f"{out}.md").write_text(text)
+        Path(f"{out}.json").write_text(json.dumps(report, indent=2) + "\n")
+
+
 #: Every package subcommand: name -> the function jsonargparse parses (signature and docstring).
 COMMANDS = {
     "make-demo-data": make_demo_data,
@@ -287,6 +315,7 @@ COMMANDS = {
     "predict-file": predict_file,
     "calibrate": calibrate,
     "unanswerable-report": unanswerable_report,
+    "compare": compare,
     "eor": run_eor,
     "erag": run_erag,
 }

@@ -9,11 +9,12 @@ import lightning as L
 import torch
 from torchmetrics import MetricCollection
 
+from erag.answers import exact_match, token_f1
 from erag.lm import BASE_ADAPTER, load_tokenizer
 from rerag.decoding import marginalize_answers, top_k_per_question
 from rerag.inputs import DEFAULT_TEMPLATE
 from rerag.losses import rerag_loss
-from rerag.metrics import ExactMatch, recall_at_k
+from rerag.metrics import AnswerScore, first_hit_rank, recall_at_k
 from rerag.models.estimator import RelevanceEstimator
 from rerag.models.generator import Generator
 from rerag.models.loading import ModelSpec, build_model
@@ -102,9 +103,10 @@ class RERAGModule(L.LightningModule):
                                    gen_adapter)
         self.metrics = torch.nn.ModuleDict({
             stage: MetricCollection({
-                "em": ExactMatch(), "em_retriever": ExactMatch(),
-                **{f"re_{n}": m for n, m in recall_at_k(recall_ks).items()},
-                **{f"retriever_{n}": m for n, m in recall_at_k(recall_ks).items()},
+                "em": AnswerScore(exact_match), "em_retriever": AnswerScore(exact_match),
+                "f1": AnswerScore(token_f1), "f1_retriever": AnswerScore(token_f1),
+                **{f"{order}_{relevant}{n}": m for order in ("re", "retriever") for relevant in ("", "gold_")
+                   for n, m in recall_at_k(recall_ks).items()},
             }, prefix=f"{stage}/", compute_groups=False)  # each metric gets its own inputs
             for stage in ("val", "test")
         })
@@ -178,22 +180,36 @@ class RERAGModule(L.LightningModule):
         self.results["test"] = []
 
     def _evaluate(self, batch: dict, stage: str) -> None:
+        """Metrics of one batch, and per question (in `results[stage]`) what paired comparisons of runs
+        need: EM and F1 of both answers, and the rank of the first relevant context in the RE's and
+        the retriever's order (`first_hit`; Recall@k is rank <= k)."""
         top_k = self.hparams.val_top_k if stage == "val" else self.hparams.test_top_k
         s, results = self.read(batch, top_k, retriever_baseline=True)
-        self.results[stage] += results
         counts = batch["n_contexts"].to(s.device)
+        position = -torch.cat([torch.arange(int(n), device=s.device) for n in counts]).float()
+        relevance = {name: batch[name].to(s.device) for name in ("has_answer", "gold") if name in batch}
+        for result, answers, rows in zip(results, batch["answers"], torch.split(torch.arange(len(s)), counts.tolist())):
+            result |= {"em": exact_match(result["answer"], answers), "f1": token_f1(result["answer"], answers),
+                       "em_retriever": exact_match(result["answer_retriever"], answers),
+                       "f1_retriever": token_f1(result["answer_retriever"], answers),
+                       "first_hit": {order: {name: first_hit_rank(scores[rows], rel[rows]) for name, rel in relevance.items()}
+                                     for order, scores in (("re", s), ("retriever", position))}}
+        self.results[stage] += results
         # torchmetrics' retrieval metrics group rows by an integer: the question's dataset-wide index.
         indexes = torch.repeat_interleave(batch["index"].to(s.device), counts)
-        position = -torch.cat([torch.arange(int(n), device=s.device) for n in counts]).float()
         metrics = self.metrics[stage]
+        logged = {}
         for name, metric in metrics.items(keep_base=True):
-            if name == "em":
-                metric.update([r["answer"] for r in results], batch["answers"])
-            elif name == "em_retriever":
-                metric.update([r["answer_retriever"] for r in results], batch["answers"])
+            if name in ("em", "f1", "em_retriever", "f1_retriever"):
+                key = "answer_retriever" if name.endswith("_retriever") else "answer"
+                metric.update([r[key] for r in results], batch["answers"])
             else:
-                metric.update(s if name.startswith("re_") else position, batch["has_answer"], indexes=indexes)
-        self.log_dict(metrics, batch_size=len(counts), prog_bar=False)
+                relevant = relevance.get("gold" if "_gold_" in name else "has_answer")
+                if relevant is None:
+                    continue  # no gold flags in this data: gold recall is not logged
+                metric.update(s if name.startswith("re_") else position, relevant, indexes=indexes)
+            logged[f"{stage}/{name}"] = metric
+        self.log_dict(logged, batch_size=len(counts), prog_bar=False)
 
     def validation_step(self, batch: dict, batch_idx: int) -> None:
         self._evaluate(batch, "val")

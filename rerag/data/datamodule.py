@@ -109,10 +109,13 @@ class RERAGDataModule(L.LightningDataModule):
         return self._splits[split].records
 
     def _collate(self, records: list[dict], k: int) -> dict:
+        """A batch; `gold` (the context holds the question's own answer span) only when every
+        context of the batch says (SQuAD-built files do; retrieval-only data does not)."""
         hp = self.hparams
         ctxs = [r["ctxs"][:k] for r in records]
         questions = [r["question"] for r, cs in zip(records, ctxs) for _ in cs]
         flat = [c for cs in ctxs for c in cs]
+        gold = [c.get("gold") for c in flat]
         return {
             "ids": [r["id"] for r in records],
             "index": torch.tensor([r["index"] for r in records]),
@@ -126,7 +129,7 @@ class RERAGDataModule(L.LightningDataModule):
             "labels": encode_answers(self.gen_tok, [r["target"] for r in records], hp.max_answer_length),
             "retriever_scores": torch.tensor([c["score"] for c in flat], dtype=torch.float32),
             "has_answer": torch.tensor([c["has_answer"] for c in flat], dtype=torch.bool),
-        }
+        } | ({"gold": torch.tensor(gold, dtype=torch.bool)} if flat and None not in gold else {})
 
     def _loader(self, split: str, shuffle: bool) -> DataLoader:
         hp = self.hparams

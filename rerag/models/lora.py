@@ -30,12 +30,15 @@ class LoraSpec:
 
     `target_modules` names the linear layers that get adapters (T5: `q`, `k`, `v`, `o`, `wi`,
     `wo`; Llama: `q_proj`, `k_proj`, `v_proj`, `o_proj`, `gate_proj`, `up_proj`, `down_proj`);
-    None takes PEFT's default for the architecture (T5: `q`, `v`; Llama: `q_proj`, `v_proj`)."""
+    None takes PEFT's default for the architecture (T5: `q`, `v`; Llama: `q_proj`, `v_proj`).
+    `layers_to_transform` limits the adapters to those layer indices (None: every layer): adapting
+    only the top layers of a frozen base also spares the backward pass through the layers below."""
 
     r: int = 8
     alpha: int = 16
     dropout: float = 0.05
     target_modules: list[str] | None = None
+    layers_to_transform: list[int] | None = None
 
 
 # Lightning checkpoints keep hyperparameters; let `torch.load(weights_only=True)` rebuild these.
@@ -45,7 +48,8 @@ torch.serialization.add_safe_globals([LoraSpec])
 def lora_config(model: PreTrainedModel, spec: LoraSpec) -> LoraConfig:
     task = TaskType.SEQ_2_SEQ_LM if model.config.is_encoder_decoder else TaskType.CAUSAL_LM
     return LoraConfig(r=spec.r, lora_alpha=spec.alpha, lora_dropout=spec.dropout,
-                      target_modules=spec.target_modules, task_type=task)
+                      target_modules=spec.target_modules, layers_to_transform=spec.layers_to_transform,
+                      task_type=task)
 
 
 def add_lora(model: PreTrainedModel, spec: LoraSpec | None) -> PreTrainedModel | PeftModel:

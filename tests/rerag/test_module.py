@@ -143,3 +143,44 @@ def test_gradient_checkpointing_gives_the_same_gradients(causal_module_kwargs, c
     assert grads[0] and grads[0].keys() == grads[1].keys()
     for name in grads[0]:
         torch.testing.assert_close(grads[1][name], grads[0][name], atol=1e-5, rtol=1e-4)
+
+
+# ---- per-question test results -----------------------------------------------------------------
+def with_gold(path, out):
+    """The file with a `gold` flag on each question's first answer-bearing context (as SQuAD files have)."""
+    records = [json.loads(line) for line in open(path)]
+    for r in records:
+        first = next((j for j, c in enumerate(r["ctxs"]) if c["has_answer"]), None)
+        for j, c in enumerate(r["ctxs"]):
+            c["gold"] = j == first
+    out.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return records
+
+
+def test_test_results_hold_answers_scores_and_first_relevant_ranks(module_kwargs, data_kwargs, tmp_path):
+    from rerag.callbacks import MetricsWriter
+
+    records = with_gold(data_kwargs["test_file"], tmp_path / "test.jsonl")
+    module, data = make(module_kwargs, {**data_kwargs, "test_file": str(tmp_path / "test.jsonl")})
+    writer = MetricsWriter(str(tmp_path / "metrics.json"), str(tmp_path / "results.jsonl"))
+    (metrics,) = trainer(tmp_path, callbacks=[writer]).test(module, datamodule=data)
+    rows = [json.loads(line) for line in open(tmp_path / "results.jsonl")]
+    assert [r["id"] for r in rows] == [r["id"] for r in records]
+    k = data_kwargs["n_eval_contexts"]
+    for row, record in zip(rows, records):
+        first = next((j + 1 for j, c in enumerate(record["ctxs"][:k]) if c["has_answer"]), None)
+        assert row["first_hit"]["retriever"] == {"has_answer": first, "gold": first}
+        assert row["em"] == exact_match(row["answer"], record["answers"])
+    # the logged metrics are the means of the per-question facts
+    for order in ("re", "retriever"):
+        for name, key in (("has_answer", f"test/{order}_recall@5"), ("gold", f"test/{order}_gold_recall@5")):
+            ranks = [r["first_hit"][order][name] for r in rows]
+            assert metrics[key] == pytest.approx(sum(x is not None and x <= 5 for x in ranks) / len(rows))
+    assert metrics["test/f1_retriever"] == pytest.approx(sum(r["f1_retriever"] for r in rows) / len(rows))
+
+
+def test_gold_recall_is_logged_only_for_data_with_gold_flags(module_kwargs, data_kwargs, tmp_path):
+    module, data = make(module_kwargs, data_kwargs)
+    (metrics,) = trainer(tmp_path).test(module, datamodule=data)
+    assert "test/re_recall@1" in metrics and not any("gold" in k for k in metrics)
+    assert all(set(r["first_hit"]["re"]) == {"has_answer"} for r in module.results["test"])
