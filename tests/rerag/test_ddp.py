@@ -9,6 +9,7 @@ import torch
 
 from rerag.data.datamodule import RERAGDataModule
 from rerag.module import RERAGModule
+from tests.rerag.conftest import TINY_LLAMA
 
 
 @pytest.mark.slow
@@ -28,3 +29,17 @@ def test_ddp_validation_equals_single_process(module_kwargs, data_kwargs, world_
     assert len(ddp) >= 6 and ddp.keys() == single.keys()
     for key in ddp:
         assert ddp[key] == pytest.approx(single[key], abs=1e-6), key
+
+
+@pytest.mark.slow
+def test_ddp_trains_two_adapters_of_one_shared_base(world_dir, chat_tokenizer_dir, tmp_path):
+    script = Path(__file__).with_name("ddp_fit.py")
+    run = subprocess.run([sys.executable, str(script), str(tmp_path), str(world_dir), chat_tokenizer_dir,
+                          json.dumps(TINY_LLAMA), "shared_base"], capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    before = torch.load(tmp_path / "initial.pt", weights_only=True)
+    after = torch.load(tmp_path / "weights.pt", weights_only=True)
+    changed = {n for n in after if not torch.equal(after[n], before[n])}
+    assert any(".re." in n for n in changed) and any(".generator." in n for n in changed)
+    assert all("lora_" in n for n in changed)  # the shared base stays frozen
+    assert json.loads((tmp_path / "metrics.json").read_text())["val/re_recall@1"] >= 0

@@ -10,7 +10,7 @@ from erag.lm import BASE_ADAPTER, adapter_scope
 from rerag.cli import main
 from rerag.data.datamodule import RERAGDataModule
 from rerag.infer.export import export, load_checkpoint
-from rerag.models.lora import LoraSpec
+from rerag.models.lora import LoraSpec, add_lora
 from rerag.models.estimator import RelevanceEstimator
 from rerag.models.generator import Generator
 from rerag.models.loading import ModelSpec, build_model
@@ -149,3 +149,12 @@ def test_shared_base_settings_are_checked(causal_module_kwargs, llama_base):
         shared(causal_module_kwargs, llama_base, estimator_lora=None)
     with pytest.raises(ValueError, match="set model.generator to null"):
         shared(causal_module_kwargs, llama_base, generator=ModelSpec(config=TINY_LLAMA))
+
+
+def test_layers_to_transform_adapts_only_those_layers():
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(**{k: v for k, v in TINY_LLAMA.items() if k != "model_type"} | {"num_hidden_layers": 3})
+    model = add_lora(LlamaForCausalLM(config), LoraSpec(r=2, target_modules=["q_proj"], layers_to_transform=[2]))
+    adapted = {n.split(".layers.")[1].split(".")[0] for n, _ in model.named_parameters() if "lora_" in n}
+    assert adapted == {"2"}
