@@ -1,6 +1,7 @@
 """RERAGDataModule: FiD-format files in, [B, K] tokenized (question, context) pairs out.
 
-Training batches hold the top `n_train_contexts` contexts of each question, tokenized for the
+Training batches hold the top `n_train_contexts` contexts of each question, plus
+`n_deep_contexts` drawn from deeper ranks (up to `deep_context_depth`) when asked, tokenized for the
 RE and for the generator (right-padded prompts, in the chat template when a tokenizer has one), and one gold answer sampled per question and epoch. Evaluation
 batches hold up to `n_eval_contexts` contexts per question, flattened, with their counts.
 `rerag.demo.DemoDataModule` is this with the synthetic world written by `prepare_data`.
@@ -20,12 +21,24 @@ from rerag.data.dataset import load_fid_dataset
 from rerag.inputs import DEFAULT_TEMPLATE, format_pairs
 
 
-class _Questions(Dataset):
-    """Records of one split; `epoch` seeds the training answer sample, so a resumed run draws
-    the same answers as an uninterrupted one."""
+def sample_deep_contexts(ctxs: list[dict], n_top: int, n_deep: int, depth: int | None, rng: random.Random) -> list[dict]:
+    """The top `n_top` contexts, always, then `n_deep` drawn without replacement from ranks
+    n_top..depth (None: every rank the record holds), in rank order. Training on a few deep
+    contexts shows the RE what evaluation over the top 100 shows it; no label picks them (the RE
+    learns from the generator alone), and the top ranks, where the answers mostly are, stay."""
+    deep = range(n_top, min(len(ctxs), depth or len(ctxs)))
+    picked = sorted(rng.sample(deep, min(n_deep, len(deep))))
+    return ctxs[:n_top] + [ctxs[j] for j in picked]
 
-    def __init__(self, records, seed: int):
+
+class _Questions(Dataset):
+    """Records of one split; `epoch` seeds the training answer sample and the deep contexts
+    (`sample_deep_contexts`, when `n_deep` > 0), so a resumed run draws what an uninterrupted one
+    draws."""
+
+    def __init__(self, records, seed: int, n_top: int | None = None, n_deep: int = 0, depth: int | None = None):
         self.records, self.seed, self.epoch = records, seed, 0
+        self.n_top, self.n_deep, self.depth = n_top, n_deep, depth
 
     def __len__(self) -> int:
         return len(self.records)
@@ -33,8 +46,10 @@ class _Questions(Dataset):
     def __getitem__(self, i: int) -> dict:
         record = dict(self.records[i])
         record["index"] = i  # the question's position in its split: an integer key unique across processes
-        record["target"] = random.Random(f"{self.seed}:{self.epoch}:{i}").choice(record["answers"]) \
-            if record["answers"] else ""
+        rng = random.Random(f"{self.seed}:{self.epoch}:{i}")
+        record["target"] = rng.choice(record["answers"]) if record["answers"] else ""
+        if self.n_deep:
+            record["ctxs"] = sample_deep_contexts(record["ctxs"], self.n_top, self.n_deep, self.depth, rng)
         return record
 
 
@@ -70,6 +85,8 @@ class RERAGDataModule(L.LightningDataModule):
         generator_max_length: int = 256,
         max_answer_length: int = 16,
         n_train_contexts: int = 20,
+        n_deep_contexts: int = 0,
+        deep_context_depth: int | None = None,
         n_eval_contexts: int = 100,
         batch_size: int = 4,
         eval_batch_size: int = 4,
@@ -97,12 +114,16 @@ class RERAGDataModule(L.LightningDataModule):
             records = load_fid_dataset(path, require_answers=split != "predict",
                                        skip_invalid=self.hparams.skip_invalid)
             if split == "train":
-                k = self.hparams.n_train_contexts
+                hp = self.hparams
+                k = hp.n_train_contexts + hp.n_deep_contexts
                 for r in records.select_columns(["id", "ctxs"]):
                     if len(r["ctxs"]) < k:
                         raise ValueError(f"{path}: record id {r['id']}: field 'ctxs': has {len(r['ctxs'])} "
-                                         f"contexts, training needs n_train_contexts={k}")
-            self._splits[split] = _Questions(records, self.hparams.seed)
+                                         f"contexts, training needs n_train_contexts + n_deep_contexts = {k}")
+                self._splits[split] = _Questions(records, hp.seed, hp.n_train_contexts, hp.n_deep_contexts,
+                                                 hp.deep_context_depth)
+            else:
+                self._splits[split] = _Questions(records, self.hparams.seed)
 
     def records(self, split: str) -> Sequence[dict]:
         """The validated records of a split loaded by `setup` ("train", "val", "test", "predict")."""
@@ -134,7 +155,7 @@ class RERAGDataModule(L.LightningDataModule):
     def _loader(self, split: str, shuffle: bool) -> DataLoader:
         hp = self.hparams
         data = self._splits[split]
-        k = hp.n_train_contexts if split == "train" else hp.n_eval_contexts
+        k = hp.n_train_contexts + hp.n_deep_contexts if split == "train" else hp.n_eval_contexts
         return DataLoader(
             data,
             batch_size=hp.batch_size if split == "train" else hp.eval_batch_size,
