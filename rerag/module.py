@@ -63,6 +63,7 @@ class RERAGModule(L.LightningModule):
         alpha_tok: float = 1.0,
         kl_direction: Literal["generator_to_re", "re_to_generator"] = "generator_to_re",
         lr: float = 1e-4,
+        estimator_lr: float | None = None,
         weight_decay: float = 1e-3,
         val_top_k: int = 10,
         test_top_k: int = 25,
@@ -126,10 +127,21 @@ class RERAGModule(L.LightningModule):
         self.log_dict({f"train/{n}": v for n, v in losses.items()}, prog_bar=True, batch_size=b)
         return losses["loss"]
 
+    def estimator_parameters(self) -> list[torch.nn.Parameter]:
+        """The trainable parameters of the RE: its own model's, or its adapter's on a shared base."""
+        adapter = self.estimator.adapter
+        return [p for name, p in self.estimator.model.named_parameters()
+                if p.requires_grad and (adapter is None or f".{adapter}." in name)]
+
     def configure_optimizers(self):
-        # The paper's setup: AdamW, constant learning rate, weight decay 1e-3.
-        trainable = [p for p in self.parameters() if p.requires_grad]
-        return torch.optim.AdamW(trainable, lr=self.hparams.lr, weight_decay=self.hparams.weight_decay)
+        # The paper's setup: AdamW, constant learning rate, weight decay 1e-3; `estimator_lr` (None:
+        # `lr`) gives the RE its own rate, e.g. a LoRA RE that learns slower than the generator.
+        re_params = {id(p) for p in self.estimator_parameters()}
+        rest = [p for p in self.parameters() if p.requires_grad and id(p) not in re_params]
+        groups = [{"params": [p for p in self.parameters() if id(p) in re_params],
+                   "lr": self.hparams.estimator_lr or self.hparams.lr}, {"params": rest}]
+        return torch.optim.AdamW([g for g in groups if g["params"]], lr=self.hparams.lr,
+                                 weight_decay=self.hparams.weight_decay)
 
     # ---- evaluation -----------------------------------------------------------------------
     def relevance_scores(self, re_inputs: dict) -> torch.Tensor:

@@ -184,3 +184,21 @@ def test_gold_recall_is_logged_only_for_data_with_gold_flags(module_kwargs, data
     (metrics,) = trainer(tmp_path).test(module, datamodule=data)
     assert "test/re_recall@1" in metrics and not any("gold" in k for k in metrics)
     assert all(set(r["first_hit"]["re"]) == {"has_answer"} for r in module.results["test"])
+
+
+@pytest.mark.parametrize("shared", [False, True])
+def test_the_estimator_can_have_its_own_learning_rate(causal_module_kwargs, shared):
+    from rerag.models.lora import LoraSpec
+
+    lora = LoraSpec(r=2, dropout=0.0)
+    kwargs = {**causal_module_kwargs, "lr": 1e-4, "estimator_lr": 3e-3, "estimator_lora": lora, "generator_lora": lora}
+    if shared:
+        kwargs |= {"shared_base": True, "generator": None}
+    module = RERAGModule(**kwargs)
+    re_group, gen_group = module.configure_optimizers().param_groups
+    assert re_group["lr"] == 3e-3 and gen_group["lr"] == 1e-4
+    re_ids = {id(p) for p in re_group["params"]}
+    named = dict(module.named_parameters())
+    assert re_ids == {id(p) for n, p in named.items() if p.requires_grad and n.startswith("estimator.")
+                      and (not shared or ".re." in n)}
+    assert not re_ids & {id(p) for p in gen_group["params"]}
