@@ -281,8 +281,8 @@ def compare(*, runs: dict[str, str], retriever: str | None = None, against: str 
     """Compare runs on the same test questions: Recall@k, EM and F1 with paired-bootstrap 95% intervals.
 
     Args:
-        runs: name -> per-question results JSONL of `rerag test` (MetricsWriter's `results`), e.g.
-            '{zero_shot: a.jsonl, rerag: b.jsonl}'.
+        runs: name -> per-question results JSONL of `rerag test` (MetricsWriter's `results`), in order, e.g.
+            --runs.zero_shot a.jsonl --runs.rerag b.jsonl.
         retriever: add the retriever's order, read by this run's generator (its answer_retriever), as a system.
         against: the system the differences are taken from (default: the last run).
         ks: Recall@k cut-offs.
