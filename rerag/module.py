@@ -136,12 +136,13 @@ class RERAGModule(L.LightningModule):
     def configure_optimizers(self):
         # The paper's setup: AdamW, constant learning rate, weight decay 1e-3; `estimator_lr` (None:
         # `lr`) gives the RE its own rate, e.g. a LoRA RE that learns slower than the generator.
-        re_params = {id(p) for p in self.estimator_parameters()}
-        rest = [p for p in self.parameters() if p.requires_grad and id(p) not in re_params]
-        groups = [{"params": [p for p in self.parameters() if id(p) in re_params],
-                   "lr": self.hparams.estimator_lr or self.hparams.lr}, {"params": rest}]
-        return torch.optim.AdamW([g for g in groups if g["params"]], lr=self.hparams.lr,
-                                 weight_decay=self.hparams.weight_decay)
+        trainable = [p for p in self.parameters() if p.requires_grad]
+        if self.hparams.estimator_lr is not None:  # else one group, as checkpoints from before the option hold
+            re_params = {id(p) for p in self.estimator_parameters()}
+            trainable = [g for g in ({"params": [p for p in trainable if id(p) in re_params],
+                                      "lr": self.hparams.estimator_lr},
+                                     {"params": [p for p in trainable if id(p) not in re_params]}) if g["params"]]
+        return torch.optim.AdamW(trainable, lr=self.hparams.lr, weight_decay=self.hparams.weight_decay)
 
     # ---- evaluation -----------------------------------------------------------------------
     def relevance_scores(self, re_inputs: dict) -> torch.Tensor:
