@@ -7,18 +7,21 @@ from typing import Literal
 
 import lightning as L
 import torch
-from torchmetrics import MetricCollection
+from torchmetrics import MeanMetric, MetricCollection
 
 from erag.answers import exact_match, token_f1
 from erag.lm import BASE_ADAPTER, load_tokenizer
 from rerag.decoding import marginalize_answers, top_k_per_question
 from rerag.inputs import DEFAULT_TEMPLATE
 from rerag.losses import rerag_loss
-from rerag.metrics import AnswerScore, first_hit_rank, recall_at_k
+from rerag.metrics import first_hit_rank, recall_at_k
 from rerag.models.estimator import RelevanceEstimator
 from rerag.models.generator import Generator
 from rerag.models.loading import ModelSpec, build_model
 from rerag.models.lora import LoraSpec, add_adapters, add_lora
+
+#: Per-question answer scores of a result: EM and F1 of RE-RAG's answer and of the retriever-order one.
+ANSWER_SCORES = ("em", "f1", "em_retriever", "f1_retriever")
 
 
 def shared_base_models(estimator: ModelSpec, generator: ModelSpec | None, estimator_lora: LoraSpec | None,
@@ -104,8 +107,8 @@ class RERAGModule(L.LightningModule):
                                    gen_adapter)
         self.metrics = torch.nn.ModuleDict({
             stage: MetricCollection({
-                "em": AnswerScore(exact_match), "em_retriever": AnswerScore(exact_match),
-                "f1": AnswerScore(token_f1), "f1_retriever": AnswerScore(token_f1),
+                # means of the per-question scores that `_evaluate` puts in each result
+                **{name: MeanMetric() for name in ANSWER_SCORES},
                 **{f"{order}_{relevant}{n}": m for order in ("re", "retriever") for relevant in ("", "gold_")
                    for n, m in recall_at_k(recall_ks).items()},
             }, prefix=f"{stage}/", compute_groups=False)  # each metric gets its own inputs
@@ -213,9 +216,8 @@ class RERAGModule(L.LightningModule):
         metrics = self.metrics[stage]
         logged = {}
         for name, metric in metrics.items(keep_base=True):
-            if name in ("em", "f1", "em_retriever", "f1_retriever"):
-                key = "answer_retriever" if name.endswith("_retriever") else "answer"
-                metric.update([r[key] for r in results], batch["answers"])
+            if name in ANSWER_SCORES:
+                metric.update(torch.tensor([r[name] for r in results], dtype=torch.float64))
             else:
                 relevant = relevance.get("gold" if "_gold_" in name else "has_answer")
                 if relevant is None:
