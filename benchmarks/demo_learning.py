@@ -58,7 +58,7 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|")
     for world, minutes, m in rows:
         print(f"| {world} | {minutes:.1f} | {m['global_step']} | {m['test/re_recall@1']:.3f} | "
-              f"{m['test/retriever_recall@1']:.3f} | {m['test/em']:.3f} | {m['test/em_retriever']:.3f} |")
+              f"{m['test/retriever_recall@1']:.3f} | {m['test/em']:.3f} | {m['test/em_retriever_order']:.3f} |")
 
 
 if __name__ == "__main__":

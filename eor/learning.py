@@ -16,7 +16,8 @@ class SearchConfig:
     """Weight-search settings; the defaults are the paper's (section 4.3) where it gives them.
 
     upper_bound: every weight lies in [0, upper_bound] (0.6 in the paper).
-    threshold: t, retrievers with w^r <= t leave the pool (0.1 in the paper).
+    threshold: t, retrievers with w^r <= t cannot be chosen; their answers still count in the
+        others' pools (section 4.2, eq. 7; 0.1 in the paper).
     pooling, vote_threshold: the voter's pooling and its similarity threshold s (appendix C.4).
     restarts: extra Nelder-Mead runs from random points (the accuracy surface is piecewise constant).
     max_iter: Nelder-Mead iterations per run (None: SciPy's default, 200 x number of weights).

@@ -1,5 +1,20 @@
 """The EoR voter (section 4.1): weighted similarity (eq. 6), pooling (appendix C.4), retriever
-weights with a threshold (section 4.2) and the argmax answer (eq. 7)."""
+weights with a threshold (section 4.2) and the argmax answer (eq. 7).
+
+Voting (appendix C.4): the threshold s (`vote_threshold`) decides whether a pair of answers agrees:
+y_n votes for y_m when S_sim(y_m, y_n) > s, S_sim being the pair's similarity of eq. 6 (the w^s-weighted
+sum over metrics). Votes are counted, not weighted: c_m = #{n != m: S_sim(y_m, y_n) > s}. Majority
+pooling is I{c_m >= N/2} with N = R - 1 (R retrievers, the paper's M); plurality pooling is
+I{c_m = max_k c_k} over all R answers.
+Retriever weights enter only through eq. 7, as the factor w^r_m on y_m's own pooled score.
+
+Retriever exclusion (section 4.2): w^r_m is replaced by w^r_m I{w^r_m > t}. Only that factor of eq. 7
+changes, so an excluded answer y_m still stays among the {y_n}_{n != m} that every other answer is
+pooled over (N stays R - 1; it still votes and counts in the plurality's max). Its own score is -inf
+rather than the literal 0, so that it is "directly ignored" as a candidate: with non-negative
+similarities (EM, F1, BERTScore, NLI) this picks the same answer as the literal 0, because ties go to
+the larger w^r (`select`), and a cosine similarity's negative scores cannot make it win.
+"""
 from __future__ import annotations
 
 import json
@@ -14,28 +29,27 @@ from eor.similarity import Similarity, similarity_tensor
 POOLINGS = ("mean", "max", "majority", "plurality")
 
 
-def pool(sim: torch.Tensor, active: torch.Tensor, pooling: str = "mean", vote_threshold: float = 0.5) -> torch.Tensor:
-    """S_pool over the other active retrievers: [Q, R, R] similarities -> [Q, R] (appendix C.4).
+def pool(sim: torch.Tensor, pooling: str = "mean", vote_threshold: float = 0.5) -> torch.Tensor:
+    """S_pool over the other answers: [Q, R, R] similarities -> [Q, R] (appendix C.4).
 
-    For candidate m the N scores are s_n = S_sim(y_m, y_n) for active n != m.
+    For candidate m the N = R - 1 scores are s_n = S_sim(y_m, y_n), n != m.
     mean: (1/N) sum s_n; max: max s_n (both 0 when N = 0);
-    majority: I{ #{n: s_n > s} >= N/2 }, s = `vote_threshold`;
-    plurality: I{ c_m = max_k c_k } with c_m = #{n: s_n > s}, the max over active k.
+    majority: I{ c_m >= N/2 } with c_m = #{n: s_n > s}, s = `vote_threshold`;
+    plurality: I{ c_m = max_k c_k }, the max over all R answers.
     """
     if pooling not in POOLINGS:
         raise ValueError(f"pooling must be one of {POOLINGS}, got {pooling!r}")
-    num_retrievers = sim.shape[-1]
-    others = active[None, :] & ~torch.eye(num_retrievers, dtype=torch.bool, device=sim.device)  # [R(m), R(n)]
-    count = others.sum(-1).to(sim.dtype)  # N per candidate
+    num_answers = sim.shape[-1]
+    others = ~torch.eye(num_answers, dtype=torch.bool, device=sim.device)  # [R(m), R(n)]: n != m
+    count = num_answers - 1  # N
     if pooling == "mean":
-        return (sim * others).sum(-1) / count.clamp(min=1)
+        return (sim * others).sum(-1) / max(count, 1)
     if pooling == "max":
-        return sim.masked_fill(~others, float("-inf")).amax(-1).where(count > 0, torch.zeros((), dtype=sim.dtype))
-    votes = ((sim > vote_threshold) & others).sum(-1).to(sim.dtype)  # c_m
+        return sim.masked_fill(~others, float("-inf")).amax(-1) if count else torch.zeros_like(sim[..., 0])
+    votes = ((sim > vote_threshold) & others).sum(-1)  # c_m: agreeing pairs
     if pooling == "majority":
         return (votes >= count / 2).to(sim.dtype)
-    most = votes.masked_fill(~active, -1).amax(-1, keepdim=True)
-    return (votes == most).to(sim.dtype)
+    return (votes == votes.amax(-1, keepdim=True)).to(sim.dtype)
 
 
 def voter_scores(
@@ -48,14 +62,14 @@ def voter_scores(
 ) -> torch.Tensor:
     """Voter scores s_m [Q, R] from cached similarities sim [Q, R, R, M].
 
-    S_sim(y_m, y_n) = sum_k w^s_k sim_k(y_m, y_n) (eq. 6); retrievers with w^r_m <= t are left out
-    of the pool (w^r_m I{w^r_m > t}, section 4.2): they neither vote nor win (score -inf);
-    s_m = w^r_m S_pool({S_sim(y_m, y_n)}_{n != m}) (eq. 7).
+    S_sim(y_m, y_n) = sum_k w^s_k sim_k(y_m, y_n) (eq. 6);
+    s_m = w^r_m S_pool({S_sim(y_m, y_n)}_{n != m}) (eq. 7), pooled over all other answers.
+    A retriever with w^r_m <= t is excluded (w^r_m I{w^r_m > t}, section 4.2): its score is -inf,
+    so it is never chosen over one above t, but its answer still counts in the others' pools.
     """
     weighted = sim @ metric_weights.to(sim.dtype)
-    active = retriever_weights > threshold
-    pooled = pool(weighted, active, pooling, vote_threshold)
-    return (retriever_weights.to(sim.dtype) * pooled).masked_fill(~active, float("-inf"))
+    pooled = pool(weighted, pooling, vote_threshold)
+    return (retriever_weights.to(sim.dtype) * pooled).masked_fill(retriever_weights <= threshold, float("-inf"))
 
 
 def select(scores: torch.Tensor, retriever_weights: torch.Tensor) -> torch.Tensor:

@@ -2,13 +2,19 @@
 
 A metric maps ``(prediction, references)`` to a value in [0, 1], the best over the references.
 EM and F1 are the project's one definition in ``erag.answers``.
-The paper uses EM for NQ, TriviaQA and HotpotQA, accuracy for FEVER and F1 for WoW (§3.1); any
-callable with the same signature serves as well.
+The paper uses the metrics KILT recommends: EM for NQ, TriviaQA and HotpotQA, accuracy for FEVER
+and F1 for WoW (§3.1, "Datasets and Evaluation"); any callable with the same signature serves too.
+
+``accuracy`` is FEVER's label accuracy (KILT's metric for FEVER): 1.0 when the predicted label
+equals a gold label, else 0.0. Both sides are mapped to SUPPORTS, REFUTES or NOT ENOUGH INFO first,
+so spellings such as "Supported", "refuted", "NEI" or "not enough information" count as their label
+(``fever_label``); a prediction that is none of the labels scores 0. It is a classification
+metric, not answer containment: a gold output that is not a FEVER label raises ``ValueError``.
 """
 from __future__ import annotations
 
 import functools
-from typing import Callable, Sequence, Union
+from typing import Callable, Optional, Sequence, Union
 
 from rouge_score import rouge_scorer
 
@@ -17,12 +23,31 @@ from .answers import exact_match, normalize_answer, token_f1
 DownstreamMetric = Callable[[str, Sequence[str]], float]
 
 
+# FEVER's labels and their spellings, compared after `normalize_answer` with the spaces removed
+# (so "NOT_ENOUGH_INFO", "Not enough info." and "N.E.I." all match).
+_FEVER_SPELLINGS = {
+    "SUPPORTS": ("supports", "supported", "support"),
+    "REFUTES": ("refutes", "refuted", "refute"),
+    "NOT ENOUGH INFO": ("notenoughinfo", "notenoughinformation", "nei"),
+}
+_FEVER_LABEL = {spelling: label for label, spellings in _FEVER_SPELLINGS.items() for spelling in spellings}
+
+
+def fever_label(text: str) -> Optional[str]:
+    """The FEVER label ``text`` spells ("SUPPORTS", "REFUTES", "NOT ENOUGH INFO"), or None."""
+    return _FEVER_LABEL.get(normalize_answer(text).replace(" ", ""))
+
+
 def accuracy(prediction: str, references: Sequence[str]) -> float:
-    """1.0 when a normalized reference occurs in the normalized prediction as whole tokens."""
-    padded = f" {normalize_answer(prediction)} "
-    return float(
-        any(f" {ref} " in padded for ref in map(normalize_answer, references) if ref)
-    )
+    """FEVER label accuracy: 1.0 when the prediction's label equals a gold label, else 0.0."""
+    gold = [fever_label(ref) for ref in references]
+    if None in gold:
+        raise ValueError(
+            f"accuracy is FEVER label accuracy, but gold output {references[gold.index(None)]!r} is not "
+            "SUPPORTS, REFUTES or NOT ENOUGH INFO: use em or f1 for answers"
+        )
+    label = fever_label(prediction)
+    return float(label is not None and label in gold)
 
 
 @functools.lru_cache(maxsize=1)

@@ -27,7 +27,7 @@ def evaluate(
             in ranked order.
         expected_outputs: ``{query_id: [gold output, ...]}``.
         reader: callable ``(questions, contexts) -> answers``; called with one document per question.
-        downstream_metric: ``"em"``, ``"f1"``, ``"accuracy"``, ``"rougeL"`` or a callable
+        downstream_metric: ``"em"``, ``"f1"``, ``"accuracy"`` (FEVER labels), ``"rougeL"`` or a callable
             ``(prediction, references) -> float`` in [0, 1].
         metrics: names such as ``"P@5"``, ``"R@5"``, ``"MAP"``, ``"MRR"``, ``"NDCG@10"``, ``"Hit@5"``.
         batch_size: (query, document) pairs per reader call.

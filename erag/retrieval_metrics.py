@@ -8,9 +8,14 @@ labels summed and divided by k) and Hit is the maximum label; NDCG takes the lab
 Recall, MAP and MRR need binary labels: with graded labels they require ``relevance_threshold``,
 which marks a document relevant when its label is at least the threshold.
 
-eRAG only knows the labels of retrieved documents, so R@k's denominator (and MAP's) is the number
-of relevant documents in the retrieved list. A cut-off on MAP or MRR (``MAP@k``) cuts the list at k
-first, as torchmetrics does; P@k divides by k even when fewer than k documents were retrieved.
+eRAG only knows the labels of retrieved documents: they are its qrels, so R, the number of relevant
+documents of a query, is the number of relevant documents in the whole retrieved list. R@k and MAP
+divide by R. MAP@k is trec_eval's ``map_cut.k`` (what the official eRAG package reports through
+pytrec_eval): AP@k = (sum of precision@i over the ranks i <= k of relevant documents) / R, not
+divided by min(k, R) nor by the relevant documents within the top k. torchmetrics'
+``retrieval_average_precision(top_k=k)`` divides by the latter, so its value is rescaled by
+(relevant in the top k) / R; without a cut-off the two agree. A cut-off on MRR cuts the list at k
+first; P@k divides by k even when fewer than k documents were retrieved.
 """
 from __future__ import annotations
 
@@ -67,7 +72,10 @@ def _query_value(kind: str, k: Optional[int], labels: Sequence[float], binary: b
     if not binary and kind == "Hit":  # footnote b of Table 1: maximum label
         return float(target[:k].max())
     preds = torch.arange(len(labels), 0, -1, dtype=torch.float64)  # ranked order, all scores > 0
-    return float(_TORCHMETRICS[kind](preds, target if kind == "NDCG" else target.long(), top_k=k))
+    value = float(_TORCHMETRICS[kind](preds, target if kind == "NDCG" else target.long(), top_k=k))
+    if kind == "MAP" and value:  # trec_eval's map_cut.k divides by R, torchmetrics by the hits in the top k
+        value *= float(target[:k].sum() / target.sum())
+    return value
 
 
 def score_labels(

@@ -174,7 +174,7 @@ def predict_file(*, input: str, output: str, checkpoint: str | None = None, expo
                  top_k: int = 25, mode: Literal["rag", "ralm"] = "rag",
                  marginalization: Literal["fast", "thorough"] = "fast", num_beams: int = 1, llm: str | None = None,
                  threshold: float | None = None, fallback_llm: str | None = None, batch_size: int = 8,
-                 device: str | None = None, trust_remote_code: bool = False) -> None:
+                 depth: int | None = None, device: str | None = None, trust_remote_code: bool = False) -> None:
     """One prediction per question (JSONL): RE top-k, a reader's answer, confidence = max RE over the kept set.
 
     Args:
@@ -190,6 +190,7 @@ def predict_file(*, input: str, output: str, checkpoint: str | None = None, expo
         threshold: confidence below which the fallback answers.
         fallback_llm: a Hugging Face LM that answers low-confidence questions with no context (default: 'unanswerable').
         batch_size: questions per reader call.
+        depth: the RE reranks each question's first N contexts (default: all); a calibration holds for its own N.
         device: cpu | cuda (default: cuda when available).
         trust_remote_code: allow model code from the model folders.
     """
@@ -217,7 +218,7 @@ def predict_file(*, input: str, output: str, checkpoint: str | None = None, expo
     if fallback_llm:
         fallback = ParametricReader(load_lm(fallback_llm, trust_remote_code).to(device))
     n = run(input, output, estimator.to(device), reader, top_k=top_k, threshold=threshold, fallback=fallback,
-            batch_size=batch_size)
+            batch_size=batch_size, depth=depth)
     print(f"{n} predictions -> {output}")
 
 
@@ -259,21 +260,47 @@ def calibrate(*, estimator: str, dev: str, out: str, top_k: int = 25, depth: int
               f"AUROC {r['auroc'] and round(r['auroc'], 3)}, AURC {r['aurc']:.3f}")
 
 
-def unanswerable_report(*, dev: str, test: str) -> None:
-    """Search the confidence threshold on dev (0.5..0.9, best F1) and report Tables 3 and 4 on test.
+def unanswerable_report(*, dev: str, test: str, out: str | None = None, fallback_llm: str | None = None,
+                        thresholds: list[float] = [0.5, 0.6, 0.7, 0.8, 0.9], batch_size: int = 8,
+                        device: str | None = None, trust_remote_code: bool = False) -> None:
+    """Search the confidence threshold on dev (best F1) and report Tables 3 and 4 (and 5) on test, with a risk-coverage curve.
 
     Args:
         dev: `rerag predict-file` output on dev (with gold answers).
         test: `rerag predict-file` output on test (with gold answers).
+        out: folder for unanswerable.json, unanswerable.md and risk_coverage.png (default: print only).
+        fallback_llm: a Hugging Face LM answering every test question closed-book, for Table 5 (the mixed strategy).
+        thresholds: the thresholds searched (paper: 0.5..0.9 in steps of 0.1).
+        batch_size: questions per LLM call.
+        device: cpu | cuda for the LLM (default: cuda when available).
+        trust_remote_code: allow model code from the LLM's folder.
     """
     import json
     from pathlib import Path
 
-    from rerag.infer.unanswerable import report
+    from rerag.infer.unanswerable import markdown, mixed_strategy, plot_risk_coverage, report
 
     dev_rows, test_rows = ([json.loads(line) for line in Path(f).read_text().splitlines() if line.strip()]
                            for f in (dev, test))
-    print(report(dev_rows, test_rows))
+    result = report(dev_rows, test_rows, thresholds)
+    if fallback_llm:
+        from erag.lm import load_lm
+
+        from rerag.infer.readers import ParametricReader
+
+        llm = ParametricReader(load_lm(fallback_llm, trust_remote_code).to(_device(device)))
+        questions = [r["question"] for r in test_rows]
+        answers = [a for i in range(0, len(questions), batch_size) for a in llm(questions[i:i + batch_size])]
+        result["table5"] = mixed_strategy(test_rows, answers, result["threshold"]) | {"llm": fallback_llm}
+    text = markdown(result)
+    print(text)
+    if out:
+        folder = Path(out)
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "unanswerable.json").write_text(json.dumps(result, indent=2) + "\n")
+        (folder / "unanswerable.md").write_text(text + "\n")
+        plot_risk_coverage(folder / "risk_coverage.png", result)
+        print(f"report -> {folder / 'unanswerable.json'}, {folder / 'risk_coverage.png'}")
 
 
 def compare(*, runs: dict[str, str], retriever: str | None = None, against: str | None = None,
@@ -283,7 +310,7 @@ def compare(*, runs: dict[str, str], retriever: str | None = None, against: str 
     Args:
         runs: name -> per-question results JSONL of `rerag test` (MetricsWriter's `results`), in order, e.g.
             --runs.zero_shot a.jsonl --runs.rerag b.jsonl.
-        retriever: add the retriever's order, read by this run's generator (its answer_retriever), as a system.
+        retriever: add the retriever's order, read by this run's generator (its answer_retriever_order), as a system.
         against: the system the differences are taken from (default: the last run).
         ks: Recall@k cut-offs.
         resamples: bootstrap resamples.

@@ -1,4 +1,5 @@
-"""The three RE-RAG training losses (section 2.3), each a plain function on [B, K] tensors.
+"""The three RE-RAG training losses (section 2.3), each a plain function on [B, K] tensors, and
+an optional fourth that is not the paper's (`has_answer_anchor`).
 
 Inputs per question i and context j:
   s[i, j]   = log p_true - log p_false, the RE's log-odds (eq. 4); P_RE = softmax_j(s) (eq. 5)
@@ -47,12 +48,24 @@ def off_label_mass(log_p_true: torch.Tensor, log_p_false: torch.Tensor) -> torch
     return (1.0 - log_p_true.exp() - log_p_false.exp()).mean()
 
 
+def has_answer_anchor(s: torch.Tensor, has_answer: torch.Tensor) -> torch.Tensor:
+    """L_anchor = mean_ij BCE(sigmoid(s_ij), has_answer_ij): ties each log-odds to the distant
+    has-answer label, so that sigmoid(s) means "this context holds an answer" across questions.
+
+    Not in the paper: its losses see s only through softmax_j(s) (L_gen, L_re), which is blind to
+    a shift of a question's scores, and through p_true + p_false (L_tok), which is blind to their
+    ratio. Off unless weighted (`alpha_anchor`)."""
+    return F.binary_cross_entropy_with_logits(s.float(), has_answer.float())
+
+
 def rerag_loss(
     log_p_true: torch.Tensor, log_p_false: torch.Tensor, answer_loglik: torch.Tensor,
     alpha_re: float = 1.0, alpha_tok: float = 1.0,
     kl_direction: Literal["generator_to_re", "re_to_generator"] = "generator_to_re",
+    alpha_anchor: float = 0.0, has_answer: torch.Tensor | None = None,
 ) -> dict[str, torch.Tensor]:
-    """L = L_gen + a1 L_re + a2 L_tok (eq. 12); every term is returned for logging."""
+    """L = L_gen + a1 L_re + a2 L_tok (eq. 12), plus alpha_anchor L_anchor when that weight is not
+    zero (then `has_answer` [B, K] is needed); every term is returned for logging."""
     s = log_p_true - log_p_false
     parts = {
         "loss_gen": marginal_nll(s, answer_loglik),
@@ -60,4 +73,9 @@ def rerag_loss(
         "loss_tok": off_label_mass(log_p_true, log_p_false),
     }
     parts["loss"] = parts["loss_gen"] + alpha_re * parts["loss_re"] + alpha_tok * parts["loss_tok"]
+    if alpha_anchor:
+        if has_answer is None:
+            raise ValueError("alpha_anchor needs the contexts' has_answer labels")
+        parts["loss_anchor"] = has_answer_anchor(s, has_answer)
+        parts["loss"] = parts["loss"] + alpha_anchor * parts["loss_anchor"]
     return parts

@@ -11,6 +11,7 @@ from torchmetrics import MeanMetric, MetricCollection
 
 from erag.answers import exact_match, token_f1
 from erag.lm import BASE_ADAPTER, load_tokenizer
+from rerag.data.datamodule import first_contexts
 from rerag.decoding import marginalize_answers, top_k_per_question
 from rerag.inputs import DEFAULT_TEMPLATE
 from rerag.losses import rerag_loss
@@ -21,7 +22,7 @@ from rerag.models.loading import ModelSpec, build_model
 from rerag.models.lora import LoraSpec, add_adapters, add_lora
 
 #: Per-question answer scores of a result: EM and F1 of RE-RAG's answer and of the retriever-order one.
-ANSWER_SCORES = ("em", "f1", "em_retriever", "f1_retriever")
+ANSWER_SCORES = ("em", "f1", "em_retriever_order", "f1_retriever_order")
 
 
 def shared_base_models(estimator: ModelSpec, generator: ModelSpec | None, estimator_lora: LoraSpec | None,
@@ -47,7 +48,11 @@ class RERAGModule(L.LightningModule):
     base built from `estimator` (one copy of its weights; `generator` must be None or the same);
     `freeze_generator` trains the RE alone, taught by L_gen and L_re from the fixed generator's
     likelihoods (with `shared_base`: the base model itself, adapters off, is the generator);
-    `gradient_checkpointing` recomputes activations in the backward pass."""
+    `gradient_checkpointing` recomputes activations in the backward pass.
+
+    Evaluation reranks each question's whole list (the datamodule's `n_eval_contexts`) and, for
+    every d in `eval_depths`, also only the retriever's first d (metrics `<stage>/top<d>/...`), so
+    the paper's top-100 figures and a shallower list's stand side by side."""
 
     def __init__(
         self,
@@ -64,6 +69,7 @@ class RERAGModule(L.LightningModule):
         false_word: str = "false",
         alpha_re: float = 1.0,
         alpha_tok: float = 1.0,
+        alpha_anchor: float = 0.0,
         kl_direction: Literal["generator_to_re", "re_to_generator"] = "generator_to_re",
         lr: float = 1e-4,
         estimator_lr: float | None = None,
@@ -73,6 +79,7 @@ class RERAGModule(L.LightningModule):
         num_beams: int = 1,
         score_batch_size: int = 128,
         recall_ks: list[int] = [1, 5, 10, 20],
+        eval_depths: list[int] = [],
         kernel_backend: Literal["triton", "reference"] | None = None,
         estimator_lora: LoraSpec | None = None,
         generator_lora: LoraSpec | None = None,
@@ -106,13 +113,14 @@ class RERAGModule(L.LightningModule):
         self.generator = Generator(gen_model, gen_tok, max_answer_length, generator_template, generator_max_length,
                                    gen_adapter)
         self.metrics = torch.nn.ModuleDict({
-            stage: MetricCollection({
+            key: MetricCollection({
                 # means of the per-question scores that `_evaluate` puts in each result
                 **{name: MeanMetric() for name in ANSWER_SCORES},
                 **{f"{order}_{relevant}{n}": m for order in ("re", "retriever") for relevant in ("", "gold_")
                    for n, m in recall_at_k(recall_ks).items()},
-            }, prefix=f"{stage}/", compute_groups=False)  # each metric gets its own inputs
+            }, prefix=prefix, compute_groups=False)  # each metric gets its own inputs
             for stage in ("val", "test")
+            for key, prefix in ((stage, f"{stage}/"), *((f"{stage}_top{d}", f"{stage}/top{d}/") for d in eval_depths))
         })
         self.results: dict[str, list[dict]] = {"val": [], "test": []}  # per question, this process's share
 
@@ -126,7 +134,8 @@ class RERAGModule(L.LightningModule):
             answer_loglik = self.generator.answer_loglik(batch["gen"]["input_ids"], batch["gen"]["attention_mask"],
                                                          labels)
         losses = rerag_loss(log_p_true.view(b, k), log_p_false.view(b, k), answer_loglik.view(b, k),
-                            self.hparams.alpha_re, self.hparams.alpha_tok, self.hparams.kl_direction)
+                            self.hparams.alpha_re, self.hparams.alpha_tok, self.hparams.kl_direction,
+                            self.hparams.alpha_anchor, batch["has_answer"].view(b, k))
         self.log_dict({f"train/{n}": v for n, v in losses.items()}, prog_bar=True, batch_size=b)
         return losses["loss"]
 
@@ -167,13 +176,14 @@ class RERAGModule(L.LightningModule):
             start = end
         return out
 
-    def read(self, batch: dict, top_k: int, retriever_baseline: bool = False) -> tuple[torch.Tensor, list[dict]]:
-        """The one pass over a batch: the RE's log-odds s of every flattened context, and one result
-        per question, keyed by the record's id, with `index` (its dataset-wide position): the RE's
-        top-k contexts, the eq. 6 answer over them, confidence = max_j RE_ij; with
-        `retriever_baseline`, also `answer_retriever` from the retriever's top-k and scores."""
+    def read(self, batch: dict, top_k: int, retriever_baseline: bool = False,
+             s: torch.Tensor | None = None) -> tuple[torch.Tensor, list[dict]]:
+        """The one pass over a batch: the RE's log-odds s of every flattened context (unless given),
+        and one result per question, keyed by the record's id, with `index` (its dataset-wide
+        position): the RE's top-k contexts, the eq. 6 answer over them, confidence = max_j RE_ij;
+        with `retriever_baseline`, also `answer_retriever_order` from the retriever's top-k and scores."""
         counts = batch["n_contexts"]
-        s = self.relevance_scores(batch["re"])
+        s = self.relevance_scores(batch["re"]) if s is None else s
         kept = top_k_per_question(s, counts, top_k)
         flat = [c for cs in batch["contexts"] for c in cs]
         results = [{"id": qid, "index": int(index), "question": question, "answer": answer, "answer_logprob": logp,
@@ -186,7 +196,7 @@ class RERAGModule(L.LightningModule):
             by_retriever = [torch.arange(start, start + min(n, top_k), device=s.device)
                             for start, n in zip(starts, counts.tolist())]
             for result, (answer, _) in zip(results, self.answer(batch, by_retriever, batch["retriever_scores"])):
-                result["answer_retriever"] = answer
+                result["answer_retriever_order"] = answer
         return s, results
 
     def on_validation_epoch_start(self) -> None:
@@ -196,24 +206,36 @@ class RERAGModule(L.LightningModule):
         self.results["test"] = []
 
     def _evaluate(self, batch: dict, stage: str) -> None:
-        """Metrics of one batch, and per question (in `results[stage]`) what paired comparisons of runs
-        need: EM and F1 of both answers, and the rank of the first relevant context in the RE's and
-        the retriever's order (`first_hit`; Recall@k is rank <= k)."""
+        """Metrics of one batch over its whole lists (`<stage>/...`) and over the retriever's first d
+        contexts of each for every d of `eval_depths` (`<stage>/top<d>/...`: what reranking a
+        shallower list gives, from the same RE scores), and per question (in `results[stage]`, whole
+        lists only) what paired comparisons of runs need: EM and F1 of both answers, and the rank of
+        the first relevant context in the RE's and the retriever's order (`first_hit`; Recall@k is
+        rank <= k)."""
         top_k = self.hparams.val_top_k if stage == "val" else self.hparams.test_top_k
         s, results = self.read(batch, top_k, retriever_baseline=True)
+        self.results[stage] += self._score(batch, s, results, stage)
+        for depth in self.hparams.eval_depths:
+            cut, rows = first_contexts(batch, depth)
+            _, shallow = self.read(cut, top_k, s=s[rows.to(s.device)])
+            for result, whole in zip(shallow, results):  # the retriever's top-k lies within its first d
+                result["answer_retriever_order"] = whole["answer_retriever_order"]
+            self._score(cut, s[rows.to(s.device)], shallow, f"{stage}_top{depth}")
+
+    def _score(self, batch: dict, s: torch.Tensor, results: list[dict], metrics_key: str) -> list[dict]:
+        """Add EM, F1 and first-hit ranks to `results`, update and log the metrics `metrics_key`."""
         counts = batch["n_contexts"].to(s.device)
         position = -torch.cat([torch.arange(int(n), device=s.device) for n in counts]).float()
         relevance = {name: batch[name].to(s.device) for name in ("has_answer", "gold") if name in batch}
         for result, answers, rows in zip(results, batch["answers"], torch.split(torch.arange(len(s)), counts.tolist())):
             result |= {"em": exact_match(result["answer"], answers), "f1": token_f1(result["answer"], answers),
-                       "em_retriever": exact_match(result["answer_retriever"], answers),
-                       "f1_retriever": token_f1(result["answer_retriever"], answers),
+                       "em_retriever_order": exact_match(result["answer_retriever_order"], answers),
+                       "f1_retriever_order": token_f1(result["answer_retriever_order"], answers),
                        "first_hit": {order: {name: first_hit_rank(scores[rows], rel[rows]) for name, rel in relevance.items()}
                                      for order, scores in (("re", s), ("retriever", position))}}
-        self.results[stage] += results
         # torchmetrics' retrieval metrics group rows by an integer: the question's dataset-wide index.
         indexes = torch.repeat_interleave(batch["index"].to(s.device), counts)
-        metrics = self.metrics[stage]
+        metrics = self.metrics[metrics_key]
         logged = {}
         for name, metric in metrics.items(keep_base=True):
             if name in ANSWER_SCORES:
@@ -223,8 +245,9 @@ class RERAGModule(L.LightningModule):
                 if relevant is None:
                     continue  # no gold flags in this data: gold recall is not logged
                 metric.update(s if name.startswith("re_") else position, relevant, indexes=indexes)
-            logged[f"{stage}/{name}"] = metric
+            logged[f"{metrics.prefix}{name}"] = metric
         self.log_dict(logged, batch_size=len(counts), prog_bar=False)
+        return results
 
     def validation_step(self, batch: dict, batch_idx: int) -> None:
         self._evaluate(batch, "val")

@@ -31,6 +31,19 @@ def sample_deep_contexts(ctxs: list[dict], n_top: int, n_deep: int, depth: int |
     return ctxs[:n_top] + [ctxs[j] for j in picked]
 
 
+def first_contexts(batch: dict, depth: int) -> tuple[dict, torch.Tensor]:
+    """An evaluation batch cut to the retriever's first `depth` contexts of each question (the
+    flattened rows, their counts, and every per-context field), as if collated with
+    `n_eval_contexts = depth`, and the kept rows' positions in the flattened input."""
+    counts = batch["n_contexts"]
+    starts = (torch.cumsum(counts, 0) - counts).tolist()
+    rows = torch.cat([torch.arange(start, start + min(int(n), depth)) for start, n in zip(starts, counts.tolist())])
+    per_row = {name: batch[name][rows] for name in ("retriever_scores", "has_answer", "gold") if name in batch}
+    encoded = {name: {key: value[rows] for key, value in batch[name].items()} for name in ("re", "gen")}
+    return batch | per_row | encoded | {"contexts": [cs[:depth] for cs in batch["contexts"]],
+                                        "n_contexts": counts.clamp(max=depth)}, rows
+
+
 class _Questions(Dataset):
     """Records of one split; `epoch` seeds the training answer sample and the deep contexts
     (`sample_deep_contexts`, when `n_deep` > 0), so a resumed run draws what an uninterrupted one

@@ -17,6 +17,7 @@ FEATURES = datasets.Features(
         "id": datasets.Value("string"),
         "question": datasets.Value("string"),
         "answers": datasets.List(datasets.Value("string")),
+        "unanswerable": datasets.Value("bool"),  # known to have no answer (answers: [])
         "ctxs": datasets.List(
             {
                 "id": datasets.Value("string"),
@@ -32,7 +33,8 @@ FEATURES = datasets.Features(
 
 
 def _records(path: str, require_answers: bool, skip_invalid: bool, stamp: str):
-    yield from read_fid(path, require_answers=require_answers, skip_invalid=skip_invalid)
+    for record in read_fid(path, require_answers=require_answers, skip_invalid=skip_invalid):
+        yield {"unanswerable": False} | record
 
 
 def load_fid_dataset(

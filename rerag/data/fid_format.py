@@ -2,7 +2,9 @@
 
 A record is `{"id", "question", "answers": [str, ...], "ctxs": [{"id", "title", "text",
 "score", "has_answer"?, "gold"?}, ...]}` (`gold`: the passage holds the question's own answer span, as
-the SQuAD builder marks it; kept when present, other unknown keys are dropped). Files are UTF-8: a JSON list of records or JSONL, one per line.
+the SQuAD builder marks it; kept when present, other unknown keys are dropped). A question known
+to have no answer (SQuAD 2.0's) has `answers: []` and `"unanswerable": true`, and is read even
+where answers are required. Files are UTF-8: a JSON list of records or JSONL, one per line.
 Every problem is reported as `FiDFormatError` naming the file, the place (`line L` in JSONL;
 `record N, line L` in a JSON list, N counted from 1 and L the line where the record starts, or
 where the bad byte or broken JSON is) and the field. See `read_fid` for ids, duplicates, empty
@@ -22,7 +24,7 @@ from erag.answers import has_answer
 log = logging.getLogger(__name__)
 
 # Bump when validation gets stricter, so caches of files validated by older rules are rebuilt.
-VALIDATION_VERSION = 4
+VALIDATION_VERSION = 5
 
 
 class FiDFormatError(ValueError):
@@ -169,7 +171,11 @@ def validate_record(raw: Any, path: str | Path, where: Place | int, require_answ
     answers = raw.get("answers", [])
     _require(isinstance(answers, list) and all(isinstance(a, str) for a in answers), path, where,
              "answers", "must be a list of strings")
-    _require(not require_answers or len(answers) > 0, path, where, "answers", "is empty")
+    unanswerable = raw.get("unanswerable", False)
+    _require(isinstance(unanswerable, bool) and not (unanswerable and answers), path, where, "unanswerable",
+             "must be true (with answers: []) or false")
+    _require(not require_answers or len(answers) > 0 or unanswerable, path, where, "answers",
+             'is empty (a question known to have no answer says "unanswerable": true)')
     ctxs = raw["ctxs"]
     _require(isinstance(ctxs, list), path, where, "ctxs", "must be a list")
     _require(len(ctxs) > 0, path, where, "ctxs", "is empty")
@@ -198,7 +204,8 @@ def validate_record(raw: Any, path: str | Path, where: Place | int, require_answ
             hit = has_answer(text, answers) if answers else False  # DPR: the passage text, never the title
         out = {"id": str(cid), "title": title, "text": text, "score": score, "has_answer": hit}
         out_ctxs.append(out if gold is None else {**out, "gold": gold})
-    return {"id": str(qid), "question": question, "answers": answers, "ctxs": out_ctxs}
+    record = {"id": str(qid), "question": question, "answers": answers, "ctxs": out_ctxs}
+    return record | {"unanswerable": True} if unanswerable else record
 
 
 def read_fid(path: str | Path, require_answers: bool = True, skip_invalid: bool = False) -> Iterator[dict]:

@@ -10,7 +10,7 @@
   and `gold`: the passage holds one of the question's own answer spans (by character offsets in its
   paragraph), the label a string match cannot give.
 - SQuAD 2.0's unanswerable questions (`is_impossible`, or no answers) go to `{split}_unanswerable.jsonl`
-  with `answers: []` and `"unanswerable": true`; read them with `read_fid(path, require_answers=False)`.
+  with `answers: []` and `"unanswerable": true` (`read_fid` reads them where answers are required).
 
 Bad input raises `FiDFormatError` naming the file and the field (`data[0].paragraphs[2].qas[1].answers[0]`).
 """

@@ -1,6 +1,8 @@
 """The demo's data: the synthetic world written to `data_dir` on first use, then read as FiD files."""
 from __future__ import annotations
 
+import json
+from dataclasses import asdict
 from pathlib import Path
 
 from rerag.data.datamodule import RERAGDataModule
@@ -22,5 +24,10 @@ class DemoDataModule(RERAGDataModule):
         self.data_dir = data_dir
 
     def prepare_data(self) -> None:
-        if not all(Path(f).is_file() for f in (self.train_file, self.val_file, self.test_file)):
+        """Write the world unless `data_dir` holds this very one (its `world.json` says which)."""
+        stamp = Path(self.data_dir) / "world.json"
+        wanted = json.dumps(asdict(self.world), sort_keys=True)
+        present = all(Path(f).is_file() for f in (self.train_file, self.val_file, self.test_file))
+        if not (present and stamp.is_file() and stamp.read_text() == wanted):
             write_world(self.data_dir, self.world)
+            stamp.write_text(wanted)

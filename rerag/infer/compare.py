@@ -3,7 +3,7 @@
 Input: the per-question JSONL that `MetricsWriter(results=...)` writes at the end of `rerag test`,
 one file per run (e.g. the untrained models, then the trained ones). Each run gives one system:
 the RE's order and RE-RAG's answers; `retriever` adds the retriever's order with the named run's
-generator reading the retriever's top-k (its `answer_retriever`).
+generator reading the retriever's top-k (its `answer_retriever_order`).
 
 Every figure is a mean over questions: Recall@k by `gold` and by `has_answer` (the first relevant
 rank <= k), EM and token F1. Each comes with a 95% percentile bootstrap interval (questions
@@ -41,14 +41,14 @@ def load_results(path: str | Path) -> dict[str, dict]:
 
 def figures(rows: list[dict], order: str, answer: str, ks: list[int]) -> dict[str, np.ndarray]:
     """Per-question values of each figure of one system: `order` ("re" or "retriever") picks the
-    ranking, `answer` ("answer" or "answer_retriever") the answer scored."""
+    ranking, `answer` ("answer" or "answer_retriever_order") the answer scored."""
     out = {}
     for relevant in ("gold", "has_answer"):
         if all(relevant in r["first_hit"][order] for r in rows):
             ranks = np.array([r["first_hit"][order][relevant] or np.inf for r in rows], dtype=np.float64)
             for k in ks:
                 out[f"{relevant} R@{k}"] = (ranks <= k).astype(np.float64)
-    suffix = "_retriever" if answer == "answer_retriever" else ""
+    suffix = "_retriever_order" if answer == "answer_retriever_order" else ""
     out["EM"] = np.array([r[f"em{suffix}"] for r in rows], dtype=np.float64)
     out["F1"] = np.array([r[f"f1{suffix}"] for r in rows], dtype=np.float64)
     return out
@@ -77,7 +77,7 @@ def compare(runs: dict[str, str | Path], retriever: str | None = None, against: 
     if retriever is not None:
         if retriever not in loaded:
             raise ValueError(f"retriever={retriever!r} names no run (runs: {sorted(loaded)})")
-        systems[RETRIEVER] = figures([loaded[retriever][i] for i in ids], "retriever", "answer_retriever", ks)
+        systems[RETRIEVER] = figures([loaded[retriever][i] for i in ids], "retriever", "answer_retriever_order", ks)
     against = against or list(runs)[-1]
     report: dict[str, Any] = {"questions": len(ids), "runs": {k: str(v) for k, v in runs.items()},
                               "retriever_answers_from": retriever, "against": against,

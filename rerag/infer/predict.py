@@ -1,13 +1,17 @@
 """Predictions, one per question, as JSONL (RE-RAG inference, section 2.2; strategies, section 5.1).
 
 `predict`: the RE scores every context and keeps the top-k (`rerag.infer.rerank`); a reader answers from
-them (`RAGReader`: fast or thorough marginalization with P_RE, eq. 6, or RALM); confidence =
-max_j RE_ij over the kept set, RE being the context's `re_prob` (sigmoid(s), or the per-context
-calibrated P when the RE carries a calibration; see `rerag.infer.rerank`). With a threshold, a question below it is answered "unanswerable"
+them (`RAGReader`: fast or thorough marginalization with P_RE, eq. 6, or RALM). The confidence is
+a function of max_j s_j over the kept set: the set-level calibrated P(the kept set holds an
+answer) when the RE carries one (`rerag calibrate`; `confidence_calibration: "set_level"`), else
+max_j RE_ij, RE being the context's `re_prob` (per-context calibrated, or sigmoid(s) as in the
+paper; see `rerag.infer.rerank`); `confidence_raw` is always max_j sigmoid(s_j). With a threshold,
+a question below it is answered "unanswerable"
 (Table 4) or by a parametric reader given no context (the mixed strategy, Table 5). Each line holds
 the answer, the reader's answer before thresholding and its log-probability, the confidence, the
-strategy and the kept contexts; with gold answers, also `answers` and `answerable` (some kept
-context holds an answer), which `rerag.infer.unanswerable.report` reads.
+strategy and the kept contexts; with gold answers (or `"unanswerable": true`: none exist), also
+`answers` and `answerable` (some kept context holds an answer), which
+`rerag.infer.unanswerable.report` reads.
 
 `JSONLWriter` writes what `RERAGModule.predict_step` returns under LightningCLI's `rerag predict`.
 """
@@ -18,9 +22,11 @@ import json
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+import numpy as np
 import torch
 from erag.contracts import Reader
 from lightning.pytorch.callbacks import BasePredictionWriter
+from scipy.special import expit
 
 from rerag.data.fid_format import read_fid
 from rerag.infer.readers import RAGReader
@@ -31,8 +37,9 @@ from rerag.models.estimator import RelevanceEstimator
 
 def predict(records: Iterable[dict], estimator: RelevanceEstimator, reader: RAGReader, top_k: int = 25,
             threshold: float | None = None, fallback: Reader | str = UNANSWERABLE, batch_size: int = 8,
-            rerank_batch_size: int = 64) -> Iterator[dict]:
-    """Yield one prediction per validated FiD record (see the module docstring).
+            rerank_batch_size: int = 64, depth: int | None = None) -> Iterator[dict]:
+    """Yield one prediction per validated FiD record (see the module docstring); the RE reranks
+    each record's first `depth` contexts (None: all).
 
     `fallback` answers questions whose confidence is below `threshold`: a string is the answer
     itself, a reader (e.g. `ParametricReader`) is called with no contexts. `batch_size`
@@ -40,11 +47,17 @@ def predict(records: Iterable[dict], estimator: RelevanceEstimator, reader: RAGR
     strategy = {"mode": reader.mode, "marginalization": reader.marginalization if reader.mode == "rag" else None,
                 "num_beams": reader.num_beams, "top_k": top_k, "threshold": threshold,
                 "fallback": "unanswerable" if isinstance(fallback, str) else "parametric"}
-    reranked = rerank(estimator, records, top_k, rerank_batch_size)
+    set_level = estimator.calibration and estimator.calibration.set_level
+    calibration = "set_level" if set_level else "per_context" if estimator.calibration else "uncalibrated"
+    reranked = rerank(estimator, ({**r, "ctxs": r["ctxs"][:depth]} for r in records), None, rerank_batch_size)
     while chunk := list(itertools.islice(reranked, batch_size)):
-        questions, kept = [r["question"] for r in chunk], [r["ctxs"] for r in chunk]
+        questions, kept = [r["question"] for r in chunk], [r["ctxs"][:top_k] for r in chunk]
         answers = reader.answer(questions, kept, [torch.tensor([c["re_score"] for c in cs]) for cs in kept])
-        confidence = [max(c["re_prob"] for c in cs) for cs in kept]
+        best = np.array([cs[0]["re_score"] for cs in kept])  # max_j s_j over the kept set
+        if set_level:
+            confidence = [float(set_level(best[i:i + 1], k=top_k, depth=len(r["ctxs"]))[0]) for i, r in enumerate(chunk)]
+        else:
+            confidence = [cs[0]["re_prob"] for cs in kept]  # every map s -> re_prob is monotone
         low = [i for i, conf in enumerate(confidence) if threshold is not None and conf < threshold]
         if isinstance(fallback, str):
             replaced = {i: fallback for i in low}
@@ -54,10 +67,11 @@ def predict(records: Iterable[dict], estimator: RelevanceEstimator, reader: RAGR
             decision = "reader" if i not in replaced else strategy["fallback"]
             out = {"id": record["id"], "question": record["question"], "answer": replaced.get(i, answer.text),
                    "reader_answer": answer.text, "reader_logprob": answer.logprob, "confidence": confidence[i],
+                   "confidence_raw": float(expit(best[i])), "confidence_calibration": calibration,
                    "decision": decision, "strategy": strategy,
                    "contexts": [{k: c[k] for k in ("id", "title", "re_score", "re_prob", "has_answer")}
                                 for c in kept[i]]}
-            if record["answers"]:
+            if record["answers"] or record.get("unanswerable"):  # gold known (SQuAD 2.0: no answer exists)
                 out["answers"] = record["answers"]
                 out["answerable"] = any(c["has_answer"] for c in kept[i])
             yield out

@@ -17,12 +17,19 @@ def noisy_pool(num_questions=150, seed=0):
     return rows, correct, similarity_tensor(rows, [ExactMatch(), TokenF1()])
 
 
+# Accuracy 1.0 needs every noisy retriever at or below t: an excluded retriever still votes in the
+# others' pools (section 4.2, eq. 7), so a noisy retriever left above t wins whenever the noisy ones
+# agree on a wrong answer. The accuracy is flat around that corner of the box: the search reaches it
+# from (seeded) random restarts, not from the centre, hence more restarts than the default 8.
+SEARCH = SearchConfig(restarts=32)
+
+
 def test_nelder_mead_selects_the_only_reliable_retriever(tmp_path):
     rows, correct, sim = noisy_pool()
     uniform = voter_accuracy(sim, torch.as_tensor(correct), torch.full((2,), 0.3), torch.full((4,), 0.3))
     assert uniform < 0.9  # majority agreement alone is misled here
 
-    weights, accuracy = learn_weights(sim, correct, ["em", "f1"], ["good", "n1", "n2", "n3"], SearchConfig())
+    weights, accuracy = learn_weights(sim, correct, ["em", "f1"], ["good", "n1", "n2", "n3"], SEARCH)
     assert accuracy == 1.0
     values = [*weights.metrics.values(), *weights.retrievers.values()]
     assert all(0.0 <= w <= 0.6 for w in values)
@@ -38,7 +45,7 @@ def test_nelder_mead_selects_the_only_reliable_retriever(tmp_path):
 def test_learned_weights_generalize_to_new_questions():
     _, train_correct, train_sim = noisy_pool(seed=1)
     test_rows, _, test_sim = noisy_pool(seed=2)
-    weights, _ = learn_weights(train_sim, train_correct, ["em", "f1"], ["good", "n1", "n2", "n3"])
+    weights, _ = learn_weights(train_sim, train_correct, ["em", "f1"], ["good", "n1", "n2", "n3"], SEARCH)
     answers = Voter([ExactMatch(), TokenF1()], weights).vote(dict(zip(weights.retrievers, test_rows)))
     assert answers == test_rows[0]
 

@@ -5,45 +5,56 @@ from eor import ExactMatch, TokenF1, Voter, VoterWeights, pool, select, voter_sc
 
 # Weighted similarities S_sim(y_m, y_n) of one question with four retrievers (diagonal unused).
 S = torch.tensor([[[9.0, 0.9, 0.2, 0.8], [0.9, 9.0, 0.1, 0.7], [0.2, 0.1, 9.0, 0.3], [0.8, 0.7, 0.3, 9.0]]])
-ALL = torch.ones(4, dtype=torch.bool)
 
 
 def test_mean_pooling():
-    torch.testing.assert_close(pool(S, ALL, "mean"), torch.tensor([[1.9 / 3, 1.7 / 3, 0.6 / 3, 1.8 / 3]]))
+    torch.testing.assert_close(pool(S, "mean"), torch.tensor([[1.9 / 3, 1.7 / 3, 0.6 / 3, 1.8 / 3]]))
 
 
 def test_max_pooling():
-    torch.testing.assert_close(pool(S, ALL, "max"), torch.tensor([[0.9, 0.9, 0.3, 0.8]]))
+    torch.testing.assert_close(pool(S, "max"), torch.tensor([[0.9, 0.9, 0.3, 0.8]]))
 
 
 def test_majority_voting():
     # counts of s_n > 0.5: [2, 2, 0, 2] >= N/2 = 1.5; with s = 0.85 the counts [1, 1, 0, 0] reach no majority
-    assert pool(S, ALL, "majority", vote_threshold=0.5).tolist() == [[1, 1, 0, 1]]
-    assert pool(S, ALL, "majority", vote_threshold=0.85).tolist() == [[0, 0, 0, 0]]
+    assert pool(S, "majority", vote_threshold=0.5).tolist() == [[1, 1, 0, 1]]
+    assert pool(S, "majority", vote_threshold=0.85).tolist() == [[0, 0, 0, 0]]
 
 
 def test_plurality_voting():
-    assert pool(S, ALL, "plurality", vote_threshold=0.5).tolist() == [[1, 1, 0, 1]]
-    assert pool(S, ALL, "plurality", vote_threshold=0.85).tolist() == [[1, 1, 0, 0]]
-    assert pool(S, ALL, "plurality", vote_threshold=0.75).tolist() == [[1, 0, 0, 0]]
+    assert pool(S, "plurality", vote_threshold=0.5).tolist() == [[1, 1, 0, 1]]
+    assert pool(S, "plurality", vote_threshold=0.85).tolist() == [[1, 1, 0, 0]]
+    assert pool(S, "plurality", vote_threshold=0.75).tolist() == [[1, 0, 0, 0]]
 
 
-def test_pooling_ignores_inactive_retrievers():
-    active = torch.tensor([True, True, True, False])
-    torch.testing.assert_close(pool(S, active, "mean"), torch.tensor([[1.1 / 2, 1.0 / 2, 0.3 / 2, 1.8 / 3]]))
-    # Among active retrievers counts are [1, 1, 0]; inactive retriever 3 (count 2) does not set the plurality.
-    assert pool(S, active, "plurality", vote_threshold=0.5).tolist() == [[1, 1, 0, 0]]
+def test_unknown_pooling_raises():
     with pytest.raises(ValueError, match="pooling"):
-        pool(S, ALL, "median")
+        pool(S, "median")
 
 
 def test_voter_scores_weight_metrics_and_retrievers():
     sim = torch.stack([S, 2 * S], dim=-1)  # two metrics
     scores = voter_scores(sim, torch.tensor([0.5, 0.25]), torch.tensor([0.6, 0.2, 0.3, 0.05]), threshold=0.1)
-    # eq. 6: S_sim = 0.5 S + 0.25 (2 S) = S; pooled over retrievers 0-2 (retriever 3 is below t)
-    expected = torch.tensor([[0.6 * 1.1 / 2, 0.2 * 1.0 / 2, 0.3 * 0.3 / 2, float("-inf")]])
+    # eq. 6: S_sim = 0.5 S + 0.25 (2 S) = S; eq. 7: each answer pooled over all 3 others, retriever 3
+    # (below t, section 4.2) included; retriever 3 itself cannot be chosen.
+    expected = torch.tensor([[0.6 * 1.9 / 3, 0.2 * 1.7 / 3, 0.3 * 0.6 / 3, float("-inf")]])
     torch.testing.assert_close(scores, expected)
     assert select(scores, torch.tensor([0.6, 0.2, 0.3, 0.05])).tolist() == [0]
+
+
+@pytest.mark.parametrize("pooling, retrievers, answers", [
+    # plurality: counts over all four answers are Paris 0, Lyon 1 (D agrees), Marseille 0, so B wins;
+    # dropping D from the pools would leave all counts 0, a tie the heavier A would win.
+    ("plurality", {"A": 0.5, "B": 0.3, "C": 0.2, "D": 0.05},
+     {"A": ["Paris"], "B": ["Lyon"], "C": ["Marseille"], "D": ["Lyon"]}),
+    # majority: B's 1 vote (from D) of N = 2 others is a majority; without D, N = 1 and no one has one.
+    ("majority", {"A": 0.5, "B": 0.3, "D": 0.05}, {"A": ["Paris"], "B": ["Lyon"], "D": ["Lyon"]}),
+])
+def test_excluded_retriever_still_votes_in_the_others_pools(pooling, retrievers, answers):
+    # Section 4.2 replaces w^r_m by w^r_m I{w^r_m > t} in eq. 7: D (w^r 0.05 <= t) cannot answer, but
+    # its answer stays among the y_n, n != m, that the others are pooled over (appendix C.4).
+    voter = Voter([ExactMatch()], VoterWeights({"em": 1.0}, retrievers, threshold=0.1, pooling=pooling))
+    assert voter.vote(answers) == ["Lyon"]
 
 
 def test_ties_go_to_the_heavier_retriever_and_no_active_retriever_falls_back():

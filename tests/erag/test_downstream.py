@@ -1,14 +1,27 @@
-"""Downstream metrics E_M: containment accuracy, ROUGE-L, name lookup (EM and F1: test_answers.py)."""
+"""Downstream metrics E_M: FEVER label accuracy, ROUGE-L, name lookup (EM and F1: test_answers.py)."""
 import pytest
 
 from erag.answers import exact_match
 from erag.downstream import accuracy, get_downstream_metric, rouge_l
 
 
-def test_accuracy_is_whole_token_containment():
-    assert accuracy("I think it is Paris.", ["paris"]) == 1.0
-    assert accuracy("Parisian", ["paris"]) == 0.0
-    assert accuracy("SUPPORTS", ["supports"]) == 1.0
+def test_accuracy_is_fever_label_equality_across_spellings():
+    for prediction in ["supports", "Supported", "SUPPORT", "SUPPORTS."]:
+        assert accuracy(prediction, ["SUPPORTS"]) == 1.0
+    for prediction in ["refutes", "Refuted", "REFUTE"]:
+        assert accuracy(prediction, ["REFUTES"]) == 1.0
+    for prediction in ["not enough info", "NEI", "NOT ENOUGH INFORMATION", "NOT_ENOUGH_INFO"]:
+        assert accuracy(prediction, ["NOT ENOUGH INFO"]) == 1.0
+    assert accuracy("SUPPORTS", ["supported"]) == 1.0  # gold spellings are normalized too
+    assert accuracy("REFUTES", ["SUPPORTS"]) == 0.0
+
+
+def test_accuracy_scores_a_non_label_prediction_zero_and_refuses_non_label_gold():
+    # Containment would count these: the label occurs in the prediction, but the prediction is no label.
+    assert accuracy("The claim SUPPORTS nothing; REFUTES", ["REFUTES"]) == 0.0
+    assert accuracy("I think it is supported", ["SUPPORTS"]) == 0.0
+    with pytest.raises(ValueError, match="FEVER label accuracy.*'Paris'"):
+        accuracy("Paris", ["Paris"])
 
 
 def test_rouge_l():

@@ -29,6 +29,15 @@ def test_recall_denominator_is_relevant_documents_in_the_retrieved_list():
     assert score_labels({"q": [0, 1, 1, 1]}, ["R@2"])["per_query"]["q"]["R@2"] == pytest.approx(1 / 3)
 
 
+def test_map_cut_divides_by_all_relevant_documents_as_trec_eval():
+    # trec_eval map_cut.k: (sum of precision@i at relevant ranks i <= k) / R, R = 3 relevant in the list.
+    # Dividing by the relevant documents in the top k would give 1/2 (and by min(k, R), 1/4).
+    result = score_labels({"q": [0, 1, 1, 1], "r": [1, 0, 0, 1]}, ["MAP@2", "MAP@3", "MAP"])["per_query"]
+    assert result["q"] == pytest.approx({"MAP@2": (1 / 2) / 3, "MAP@3": (1 / 2 + 2 / 3) / 3,
+                                         "MAP": (1 / 2 + 2 / 3 + 3 / 4) / 3})
+    assert result["r"] == pytest.approx({"MAP@2": 1 / 2, "MAP@3": 1 / 2, "MAP": (1 + 2 / 4) / 2})
+
+
 def test_graded_labels_use_mean_for_precision_and_max_for_hit():
     labels = {"q1": [0.5, 1.0, 0.0], "q2": [0.0, 0.0, 0.2], "q3": [0.8, 0.8, 0.8]}
     result = score_labels(labels, ["P@2", "Hit@2", "NDCG@2", "NDCG", "P"])

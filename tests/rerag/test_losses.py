@@ -3,7 +3,7 @@ import math
 import pytest
 import torch
 
-from rerag.losses import kl_to_generator, marginal_nll, off_label_mass, rerag_loss
+from rerag.losses import has_answer_anchor, kl_to_generator, marginal_nll, off_label_mass, rerag_loss
 
 # 2 questions x 3 contexts
 S = torch.tensor([[1.0, 0.0, -1.0], [0.5, 0.5, 2.0]])
@@ -85,3 +85,20 @@ def test_extreme_logits_stay_finite():
     parts["loss"].backward()
     assert all(torch.isfinite(v) for v in parts.values())
     assert torch.isfinite(logits.grad).all()
+
+
+def test_the_anchor_is_binary_cross_entropy_and_sees_a_shift_the_paper_losses_do_not():
+    labels = torch.tensor([[True, False, False], [False, False, True]])
+    expected = -sum(math.log(1 / (1 + math.exp(-x))) if y else math.log(1 - 1 / (1 + math.exp(-x)))
+                    for x, y in zip(S.flatten().tolist(), labels.flatten().tolist())) / 6
+    assert has_answer_anchor(S, labels).item() == pytest.approx(expected, rel=1e-6)
+    log_p_true, log_p_false = torch.full_like(S, -0.1), -0.1 - S
+    plain = rerag_loss(log_p_true, log_p_false, F)
+    shifted = rerag_loss(log_p_true + 2.0, log_p_false, F)  # every s of a question + 2: softmax_j unchanged
+    assert shifted["loss_gen"].item() == pytest.approx(plain["loss_gen"].item(), rel=1e-6)
+    assert shifted["loss_re"].item() == pytest.approx(plain["loss_re"].item(), abs=1e-6)
+    assert "loss_anchor" not in plain  # off by default, as in the paper
+    anchored = rerag_loss(log_p_true, log_p_false, F, alpha_anchor=0.5, has_answer=labels)
+    assert anchored["loss"].item() == pytest.approx(plain["loss"].item() + 0.5 * expected, rel=1e-6)
+    with pytest.raises(ValueError, match="has_answer"):
+        rerag_loss(log_p_true, log_p_false, F, alpha_anchor=1.0)

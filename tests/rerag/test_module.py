@@ -49,7 +49,7 @@ def test_too_few_contexts_is_a_clear_error(module_kwargs, data_kwargs):
 def test_validation_reports_every_metric(module_kwargs, data_kwargs, tmp_path):
     module, data = make(module_kwargs, data_kwargs)
     (metrics,) = trainer(tmp_path).validate(module, datamodule=data)
-    for key in ("val/em", "val/em_retriever", "val/re_recall@1", "val/retriever_recall@5"):
+    for key in ("val/em", "val/em_retriever_order", "val/re_recall@1", "val/retriever_recall@5"):
         assert 0.0 <= metrics[key] <= 1.0
     # Recall@k in the retriever's order must match the file's has_answer flags.
     records = [json.loads(line) for line in open(data_kwargs["val_file"])]
@@ -61,6 +61,19 @@ def test_validation_reports_every_metric(module_kwargs, data_kwargs, tmp_path):
     assert [r["index"] for r in results] == list(range(len(records)))
     em = sum(exact_match(r["answer"], rec["answers"]) for r, rec in zip(results, records)) / len(records)
     assert metrics["val/em"] == pytest.approx(em)
+
+
+def test_shallower_lists_are_scored_as_if_the_data_held_only_them(module_kwargs, data_kwargs, tmp_path):
+    # eval_depths [5]: the same model on the same records cut to 5 contexts gives the top5 keys
+    module, data = make({**module_kwargs, "eval_depths": [5]}, data_kwargs)
+    (both,) = trainer(tmp_path).test(module, datamodule=data)
+    module5, data5 = make(module_kwargs, {**data_kwargs, "n_eval_contexts": 5})
+    module5.load_state_dict(module.state_dict())
+    (shallow,) = trainer(tmp_path).test(module5, datamodule=data5)
+    assert set(shallow) == {k.replace("test/top5/", "test/") for k in both if k.startswith("test/top5/")}
+    for key, value in shallow.items():
+        assert both[key.replace("test/", "test/top5/")] == pytest.approx(value, abs=1e-6), key
+    assert len(module.results["test"]) == len(module5.results["test"])  # results: whole lists only
 
 
 def test_fit_logs_losses_to_wandb_offline(module_kwargs, data_kwargs, tmp_path, monkeypatch):
@@ -176,7 +189,7 @@ def test_test_results_hold_answers_scores_and_first_relevant_ranks(module_kwargs
         for name, key in (("has_answer", f"test/{order}_recall@5"), ("gold", f"test/{order}_gold_recall@5")):
             ranks = [r["first_hit"][order][name] for r in rows]
             assert metrics[key] == pytest.approx(sum(x is not None and x <= 5 for x in ranks) / len(rows))
-    assert metrics["test/f1_retriever"] == pytest.approx(sum(r["f1_retriever"] for r in rows) / len(rows))
+    assert metrics["test/f1_retriever_order"] == pytest.approx(sum(r["f1_retriever_order"] for r in rows) / len(rows))
 
 
 def test_gold_recall_is_logged_only_for_data_with_gold_flags(module_kwargs, data_kwargs, tmp_path):

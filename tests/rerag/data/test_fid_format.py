@@ -211,3 +211,15 @@ def test_the_cached_dataset_keeps_gold_and_leaves_it_unknown_where_absent(tmp_pa
     ds = load_fid_dataset(path, cache_dir=str(tmp_path / "cache"))
     assert [c["gold"] for c in ds[0]["ctxs"]] == [True, False]
     assert [c["gold"] for c in ds[1]["ctxs"]] == [None, None]
+
+
+def test_a_question_marked_unanswerable_is_read_where_answers_are_required(tmp_path):
+    none = {**GOOD, "answers": [], "unanswerable": True}
+    (record,) = read_fid(write_jsonl(tmp_path / "d.jsonl", [none]))
+    assert record["unanswerable"] is True and not any(c["has_answer"] for c in record["ctxs"])
+    ds = load_fid_dataset(write_jsonl(tmp_path / "both.jsonl", numbered(GOOD, none)), cache_dir=str(tmp_path / "c"))
+    assert ds["unanswerable"] == [False, True]
+    with pytest.raises(FiDFormatError, match="line 1: field 'answers': is empty"):
+        list(read_fid(write_jsonl(tmp_path / "d.jsonl", [{**GOOD, "answers": []}])))
+    with pytest.raises(FiDFormatError, match="line 1: field 'unanswerable': must be true"):
+        list(read_fid(write_jsonl(tmp_path / "d.jsonl", [{**GOOD, "unanswerable": True}])))

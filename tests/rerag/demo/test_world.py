@@ -26,3 +26,16 @@ def test_world_has_hard_distractors_and_unanswerable_questions():
     about = [d for d in corpus if d["title"] == person]
     assert sum(has_answer(d["text"], q["answers"]) for d in about) >= 1
     assert sum(not has_answer(d["text"], q["answers"]) and "guild" in d["text"].lower() for d in about) >= 1
+
+
+def test_the_datamodule_rewrites_a_world_written_by_another_config(tmp_path):
+    from rerag.demo.datamodule import DemoDataModule
+
+    small = dict(n_train_people=4, n_dev_people=2, n_test_people=2, n_cities=6, n_guilds=4,
+                 n_train_contexts=4, n_eval_contexts=6)
+    DemoDataModule(world=small, data_dir=str(tmp_path)).prepare_data()
+    written = (tmp_path / "dev.jsonl").stat().st_mtime_ns
+    DemoDataModule(world=small, data_dir=str(tmp_path)).prepare_data()  # the same world: kept
+    assert (tmp_path / "dev.jsonl").stat().st_mtime_ns == written
+    DemoDataModule(world={**small, "n_dev_people": 3}, data_dir=str(tmp_path)).prepare_data()
+    assert len((tmp_path / "dev.jsonl").read_text().splitlines()) == 3 * 4  # 4 questions per person

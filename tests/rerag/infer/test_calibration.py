@@ -8,9 +8,12 @@ from scipy.special import expit
 from rerag.cli import main
 from rerag.data.fid_format import read_fid
 from rerag.infer.calibration import aurc, auroc, bootstrap, brier, ece, evaluate
+from rerag.infer.predict import predict
+from rerag.infer.readers import RAGReader
 from rerag.infer.rerank import rerank
 from rerag.models.calibration import Calibration, Calibrator, IsotonicCalibrator, PlattCalibrator, SetCalibrator
 from rerag.models.estimator import RelevanceEstimator
+from rerag.models.generator import Generator
 
 
 def synthetic(n=20000, temperature=2.5, shift=0.0, seed=0):
@@ -131,6 +134,13 @@ def test_calibrate_saves_with_the_re_and_rerank_writes_calibrated_probabilities(
     record = next(iter(read_fid(world_dir / "dev.jsonl")))
     scores = estimator.score(record["question"], record["ctxs"])  # still the raw log-odds
     assert [c["re_score"] for c in rows[0]["ctxs"]] == pytest.approx(sorted(scores.tolist(), reverse=True)[:5])
+
+    # predictions' confidence is the set-level P(the kept top-3 holds an answer), fitted for k 3 of depth 12
+    reader = RAGReader(Generator.from_pretrained(export_dir / "generator").as_lm())
+    for p in predict(list(read_fid(world_dir / "dev.jsonl"))[:3], estimator, reader, top_k=3):
+        best = max(c["re_score"] for c in p["contexts"])
+        assert p["confidence_calibration"] == "set_level" and p["confidence_raw"] == pytest.approx(expit(best))
+        assert p["confidence"] == pytest.approx(calibration.set_level.calibrator([best])[0])
 
     estimator.calibration = None  # re-saving an uncalibrated RE drops the file, fitted on other scores
     estimator.save_pretrained(folder)

@@ -11,11 +11,11 @@ def write(path, rows):
     return path
 
 
-def row(i, re_rank, retriever_rank, em, em_retriever):
+def row(i, re_rank, retriever_rank, em, em_retriever_order):
     hit = {"re": {"gold": re_rank, "has_answer": re_rank},
            "retriever": {"gold": retriever_rank, "has_answer": retriever_rank}}
-    return {"id": f"q{i}", "index": i, "answer": "a", "answer_retriever": "b", "first_hit": hit,
-            "em": em, "f1": em, "em_retriever": em_retriever, "f1_retriever": em_retriever}
+    return {"id": f"q{i}", "index": i, "answer": "a", "answer_retriever_order": "b", "first_hit": hit,
+            "em": em, "f1": em, "em_retriever_order": em_retriever_order, "f1_retriever_order": em_retriever_order}
 
 
 @pytest.fixture
@@ -36,7 +36,7 @@ def test_figures_and_paired_differences(runs):
     bm25 = systems["retriever"]["gold R@1"]
     low, high = bm25["ci"]
     assert low < bm25["value"] < high and high - low < 0.2
-    assert systems["retriever"]["EM"]["value"] == pytest.approx(0.5)  # the trained run's answer_retriever
+    assert systems["retriever"]["EM"]["value"] == pytest.approx(0.5)  # the trained run's answer_retriever_order
     diff = report["differences"]["rerag - retriever"]["gold R@1"]
     assert diff["value"] == pytest.approx(1.0 - bm25["value"])
     assert diff["ci"][0] > 0  # paired: the RE is never worse on any question

@@ -49,9 +49,13 @@ def test_predict_file_and_report_commands(export_dir, world_dir, tmp_path, capsy
               "--output", str(tmp_path / f"{split}.jsonl"), "--top_k", "3", "--mode", "ralm"])
     test = read_jsonl(tmp_path / "test.jsonl")
     assert len(test) == 5 and test[0]["strategy"]["mode"] == "ralm"
-    main(["unanswerable-report", "--dev", str(tmp_path / "dev.jsonl"), "--test", str(tmp_path / "test.jsonl")])
+    main(["unanswerable-report", "--dev", str(tmp_path / "dev.jsonl"), "--test", str(tmp_path / "test.jsonl"),
+          "--out", str(tmp_path / "report")])
     out = capsys.readouterr().out
     assert "(best)" in out and "(Table 3)" in out and "| answerable (O) |" in out and "| unanswerable (X) |" in out
+    saved = json.loads((tmp_path / "report" / "unanswerable.json").read_text())
+    assert saved["confidence"] == "uncalibrated" and saved["table3"]["questions"] == 5  # uncalibrated: sigmoid(s)
+    assert (tmp_path / "report" / "risk_coverage.png").stat().st_size > 0
 
 
 def test_lightning_predict_writes_jsonl(module_kwargs, data_kwargs, world_dir, tmp_path):
