@@ -54,8 +54,10 @@ def write_report(
         axes.scatter([per_query[q][metric] for q in qids], [end_to_end[q] for q in qids], alpha=0.5, s=14)
         axes.set_xlabel(f"{labeling} {metric}")
         axes.set_ylabel("end-to-end score")
-        tau, rho = correlation[metric]["kendall_tau"], correlation[metric]["spearman_rho"]
-        axes.set_title(f"{metric}: tau={tau:.3f}, rho={rho:.3f}", fontsize=10)
+        c = correlation[metric]
+        title = (f"{metric}: undefined, {c['undefined']}" if c.get("undefined")
+                 else f"{metric}: tau={c['kendall_tau']:.3f}, rho={c['spearman_rho']:.3f}")
+        axes.set_title(title, fontsize=10 if not c.get("undefined") else 7, wrap=True)
     path_png = Path(path_png)
     path_png.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path_png, dpi=120)

@@ -77,6 +77,7 @@ def run_erag(
     erag.write_report(result, out / "erag_report.json", out / "erag_scatter.png")
     print(f"end-to-end {downstream_metric}: {result['end_to_end']['aggregated']:.4f}")
     for name, scored in result["labelings"].items():
-        tau = {m: round(c["kendall_tau"], 3) for m, c in result["correlation"][name].items()}
+        tau = {m: f"undefined: {c['undefined']}" if c["undefined"] else round(c["kendall_tau"], 3)
+               for m, c in result["correlation"][name].items()}
         print(f"{name}: {({m: round(v, 4) for m, v in scored['aggregated'].items()})}  kendall tau: {tau}")
     return result

@@ -14,9 +14,14 @@ def test_known_tau_and_rho():
     assert result["P@1"]["spearman_rho"] == pytest.approx(0.8)
 
 
-def test_constant_metric_gives_nan():
+def test_an_undefined_correlation_says_why():
     result = correlate({q: {"MRR": 1.0} for q in "abc"}, {"a": 0.0, "b": 1.0, "c": 0.5})
     assert math.isnan(result["MRR"]["kendall_tau"]) and math.isnan(result["MRR"]["spearman_rho"])
+    assert result["MRR"]["undefined"] == "the retrieval metric is constant (1) over the 3 queries"
+    flat = correlate({q: {"MRR": x} for q, x in zip("abc", [0.0, 0.5, 1.0])}, dict.fromkeys("abc", 1.0))
+    assert flat["MRR"]["undefined"] == "the end-to-end score is constant (1) over the 3 queries"
+    assert correlate({"a": {"MRR": 1.0}}, {"a": 1.0})["MRR"]["undefined"].startswith("1 queries")
+    assert correlate({q: {"P@1": x} for q, x in zip("ab", [0, 1])}, {"a": 0, "b": 1})["P@1"]["undefined"] is None
 
 
 def test_query_sets_must_match():

@@ -21,6 +21,7 @@ def test_write_report_json_and_png(tmp_path):
     assert saved["end_to_end"]["per_query"] == {"a": 1.0, "b": 0.0, "c": 0.0}
     assert saved["correlation"]["erag"]["P@1"]["kendall_tau"] == pytest.approx(1.0)
     assert saved["correlation"]["contains_answer"]["Hit@2"]["kendall_tau"] is None  # constant labels: NaN -> null
+    assert "constant" in saved["correlation"]["contains_answer"]["Hit@2"]["undefined"]
     assert (tmp_path / "out" / "erag.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
