@@ -55,7 +55,8 @@ def predict(records: Iterable[dict], estimator: RelevanceEstimator, reader: RAGR
         answers = reader.answer(questions, kept, [torch.tensor([c["re_score"] for c in cs]) for cs in kept])
         best = np.array([cs[0]["re_score"] for cs in kept])  # max_j s_j over the kept set
         if set_level:
-            confidence = [float(set_level(best[i:i + 1], k=top_k, depth=len(r["ctxs"]))[0]) for i, r in enumerate(chunk)]
+            confidence = [float(set_level(best[i:i + 1], k=top_k, depth=len(record["ctxs"]))[0])
+                          for i, record in enumerate(chunk)]
         else:
             confidence = [cs[0]["re_prob"] for cs in kept]  # every map s -> re_prob is monotone
         low = [i for i, conf in enumerate(confidence) if threshold is not None and conf < threshold]
