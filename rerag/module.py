@@ -217,10 +217,13 @@ class RERAGModule(L.LightningModule):
         self.results[stage] += self._score(batch, s, results, stage)
         for depth in self.hparams.eval_depths:
             cut, rows = first_contexts(batch, depth)
-            _, shallow = self.read(cut, top_k, s=s[rows.to(s.device)])
-            for result, whole in zip(shallow, results):  # the retriever's top-k lies within its first d
-                result["answer_retriever_order"] = whole["answer_retriever_order"]
-            self._score(cut, s[rows.to(s.device)], shallow, f"{stage}_top{depth}")
+            cut_s = s[rows.to(s.device)]
+            # with depth >= top_k the retriever's top-k lies within its first d: its answer is the same
+            _, shallow = self.read(cut, top_k, retriever_baseline=depth < top_k, s=cut_s)
+            if depth >= top_k:
+                for result, whole in zip(shallow, results):
+                    result["answer_retriever_order"] = whole["answer_retriever_order"]
+            self._score(cut, cut_s, shallow, f"{stage}_top{depth}")
 
     def _score(self, batch: dict, s: torch.Tensor, results: list[dict], metrics_key: str) -> list[dict]:
         """Add EM, F1 and first-hit ranks to `results`, update and log the metrics `metrics_key`."""

@@ -63,17 +63,18 @@ def test_validation_reports_every_metric(module_kwargs, data_kwargs, tmp_path):
     assert metrics["val/em"] == pytest.approx(em)
 
 
-def test_shallower_lists_are_scored_as_if_the_data_held_only_them(module_kwargs, data_kwargs, tmp_path):
-    # eval_depths [5]: the same model on the same records cut to 5 contexts gives the top5 keys
-    module, data = make({**module_kwargs, "eval_depths": [5]}, data_kwargs)
+@pytest.mark.parametrize("depth", [5, 2])  # deeper and shallower than test_top_k 3
+def test_shallower_lists_are_scored_as_if_the_data_held_only_them(module_kwargs, data_kwargs, tmp_path, depth):
+    # eval_depths [d]: the same model on the same records cut to d contexts gives the top<d> keys
+    module, data = make({**module_kwargs, "eval_depths": [depth]}, data_kwargs)
     (both,) = trainer(tmp_path).test(module, datamodule=data)
-    module5, data5 = make(module_kwargs, {**data_kwargs, "n_eval_contexts": 5})
-    module5.load_state_dict(module.state_dict())
-    (shallow,) = trainer(tmp_path).test(module5, datamodule=data5)
-    assert set(shallow) == {k.replace("test/top5/", "test/") for k in both if k.startswith("test/top5/")}
+    module_d, data_d = make(module_kwargs, {**data_kwargs, "n_eval_contexts": depth})
+    module_d.load_state_dict(module.state_dict())
+    (shallow,) = trainer(tmp_path).test(module_d, datamodule=data_d)
+    assert set(shallow) == {k.replace(f"test/top{depth}/", "test/") for k in both if k.startswith(f"test/top{depth}/")}
     for key, value in shallow.items():
-        assert both[key.replace("test/", "test/top5/")] == pytest.approx(value, abs=1e-6), key
-    assert len(module.results["test"]) == len(module5.results["test"])  # results: whole lists only
+        assert both[key.replace("test/", f"test/top{depth}/")] == pytest.approx(value, abs=1e-6), key
+    assert len(module.results["test"]) == len(module_d.results["test"])  # results: whole lists only
 
 
 def test_fit_logs_losses_to_wandb_offline(module_kwargs, data_kwargs, tmp_path, monkeypatch):
