@@ -4,6 +4,13 @@ utilization (MFU) of that step on a GPU.
 
     python benchmarks/train_throughput.py                          # CPU: tiny and t5-small sizes
     python benchmarks/train_throughput.py --device cuda --sizes t5-base --batch 8 --precision bf16
+    python benchmarks/train_throughput.py --sizes tiny --compile inductor     # eager vs torch.compile
+
+With --compile BACKEND the same step also runs with the models' encoder and decoder stacks compiled
+(`rerag.models.compilation.compile_stacks`, what `model.compile` does in training), on a second pair
+of models; eager and compiled steps alternate, so drifting load on a shared machine slows both alike,
+and a last table gives the compiled / eager throughput ratio and the compile time (the warm-up steps,
+where dynamo traces and the backend compiles).
 
 Model FLOPs per step: 6 x parameters x tokens (2 for the forward matmuls, 4 for the backward's),
 summed over both models, each token counted against the weights it passes through:
@@ -33,6 +40,7 @@ import torch
 from transformers import T5Config, T5ForConditionalGeneration
 
 from rerag.losses import rerag_loss
+from rerag.models.compilation import compile_stacks
 from rerag.models.estimator import RelevanceEstimator
 from rerag.models.generator import Generator
 from erag.lm import load_tokenizer
@@ -57,14 +65,19 @@ def model_flops(model, n_rows: int, enc_len: int, dec_len: int) -> float:
     return 6.0 * n_rows * (body(model.get_encoder()) * enc_len + (body(model.get_decoder()) + head) * dec_len)
 
 
-def step_time(size: str, args) -> tuple[float, float]:
-    """(seconds per training step, model FLOPs per step)."""
+def build_step(size: str, args, compile_backend: str | None = None):
+    """(one training step as a function, model FLOPs per step); models compiled with
+    `compile_backend` when one is given."""
     tok = load_tokenizer("rerag:assets/demo_tokenizer")
     cfg = T5Config(vocab_size=32128, decoder_start_token_id=0, pad_token_id=0, eos_token_id=1,
                    dropout_rate=0.0, **SIZES[size])
     dev = torch.device(args.device)
+    torch.manual_seed(0)  # eager and compiled models start from the same weights
     re = RelevanceEstimator(T5ForConditionalGeneration(cfg), tok).to(dev)
     gen = Generator(T5ForConditionalGeneration(cfg), tok).to(dev)
+    if compile_backend:
+        compile_stacks(re, {"backend": compile_backend})
+        compile_stacks(gen, {"backend": compile_backend})
     opt = torch.optim.AdamW(list(re.parameters()) + list(gen.parameters()), lr=1e-4)
     n = args.batch * args.contexts
     ids = torch.randint(3, 2800, (n, args.seq_len), device=dev)
@@ -83,16 +96,34 @@ def step_time(size: str, args) -> tuple[float, float]:
 
     flops = (model_flops(re.model, n, args.seq_len, 1)  # the RE reads one decoder step
              + model_flops(gen.model, n, args.seq_len, args.answer_len))
-    for _ in range(args.warmup):
-        step()
-    if dev.type == "cuda":
-        torch.cuda.synchronize()
+    return step, flops
+
+
+def timed(fn, args, times: int) -> float:
+    """Seconds for `times` calls of fn."""
+    sync = torch.cuda.synchronize if args.device.startswith("cuda") else (lambda: None)
+    sync()
     start = time.perf_counter()
-    for _ in range(args.steps):
-        step()
-    if dev.type == "cuda":
-        torch.cuda.synchronize()
-    return (time.perf_counter() - start) / args.steps, flops
+    for _ in range(times):
+        fn()
+    sync()
+    return time.perf_counter() - start
+
+
+def step_times(size: str, args) -> tuple[dict[str, float], float, float | None]:
+    """({"eager": s/step, and "compiled" with --compile}, model FLOPs per step, the compiled warm-up's
+    time beyond its steps' own: what tracing and compiling cost)."""
+    eager, flops = build_step(size, args)
+    steps = {"eager": eager} | ({"compiled": build_step(size, args, args.compile)[0]} if args.compile else {})
+    warmup = max(args.warmup, 1 if args.compile else 0)  # compiling happens in the first step
+    warmup_s = {name: timed(fn, args, warmup) for name, fn in steps.items()}
+    total = dict.fromkeys(steps, 0.0)
+    for _ in range(args.steps):  # alternate, one step each
+        for name, fn in steps.items():
+            total[name] += timed(fn, args, 1)
+    per_step = {name: t / args.steps for name, t in total.items()}
+    compile_s = warmup_s["compiled"] - warmup * per_step["compiled"] if args.compile else None
+    return per_step, flops, compile_s
 
 
 def peak_tflops(args) -> float | None:
@@ -115,6 +146,9 @@ def main() -> None:
     p.add_argument("--answer-len", type=int, default=8)
     p.add_argument("--steps", type=int, default=3)
     p.add_argument("--warmup", type=int, default=1)
+    p.add_argument("--compile", metavar="BACKEND",
+                   help="also time the step with the stacks compiled by torch.compile(backend=BACKEND), e.g. "
+                        "inductor (needs a C++ compiler on CPU) or aot_eager, and print compiled / eager")
     p.add_argument("--peak-tflops", type=float,
                    help="device peak for the MFU column, TFLOP/s (default: a known GPU's dense bf16 peak, with bf16)")
     args = p.parse_args()
@@ -126,11 +160,21 @@ def main() -> None:
           f"{args.answer_len} answer tokens; MFU against {f'{peak:g} TFLOP/s' if peak else 'no known peak'}")
     print("| size | s/step | questions/s | contexts/s | model TFLOP/step | TFLOP/s | MFU |")
     print("|---|---|---|---|---|---|---|")
+    ratios = []
     for size in args.sizes.split(","):
-        t, flops = step_time(size, args)
-        mfu = f"{100 * flops / t / 1e12 / peak:.1f}%" if peak else "-"
-        print(f"| {size} | {t:.3f} | {args.batch / t:.2f} | {args.batch * args.contexts / t:.1f} | "
-              f"{flops / 1e12:.3g} | {flops / t / 1e12:.3g} | {mfu} |")
+        per_step, flops, compile_s = step_times(size, args)
+        for name, t in per_step.items():
+            label = size if name == "eager" else f"{size}, compiled ({args.compile})"
+            mfu = f"{100 * flops / t / 1e12 / peak:.1f}%" if peak else "-"
+            print(f"| {label} | {t:.3f} | {args.batch / t:.2f} | {args.batch * args.contexts / t:.1f} | "
+                  f"{flops / 1e12:.3g} | {flops / t / 1e12:.3g} | {mfu} |")
+        if args.compile:
+            ratios.append(f"| {size} | {args.compile} | {per_step['eager'] / per_step['compiled']:.2f}x | "
+                          f"{compile_s:.1f} |")
+    if ratios:
+        print("\n| size | backend | compiled / eager questions/s | compile time, s (warm-up beyond a step's time) |")
+        print("|---|---|---|---|")
+        print("\n".join(ratios))
 
 
 if __name__ == "__main__":

@@ -84,10 +84,14 @@ def evaluate_eor(
     reader: Reader,
     config: EoRConfig = EoRConfig(),
     metrics: Sequence[Similarity] | None = None,
+    test_indices: Sequence[int] | None = None,
 ) -> EoRReport:
     """Answer every question with every retriever, learn EoR's weights on the train split (or load
     them), and score each retriever and EoR on the test split. `metrics` overrides `config.metrics`
-    with metric objects. Correctness is exact match with any gold answer."""
+    with metric objects. `test_indices` fixes the test split (the paper's protocol: weights chosen
+    on a validation split, reported on a separate test split), the other questions learn; without
+    it, `config.train_fraction` of a seeded shuffle learns. Correctness is exact match with any
+    gold answer."""
     if len(questions) != len(gold_answers):
         raise ValueError(f"{len(questions)} questions but {len(gold_answers)} gold answer lists")
     pool = read_pool(retrievers, reader, questions, config.batch_size)
@@ -97,12 +101,16 @@ def evaluate_eor(
     sim = similarity_tensor(pool.answers, metrics)
 
     order = np.random.default_rng(config.seed).permutation(len(questions))
+    if test_indices is not None:  # the train split first, then the fixed test split
+        fixed = set(test_indices)
+        order = np.array([i for i in range(len(questions)) if i not in fixed] + sorted(fixed), dtype=int)
     if config.weights:
         weights, train_accuracy, train, test = VoterWeights.load(config.weights), None, order[:0], np.sort(order)
         if list(weights.retrievers) != pool.names:
             raise ValueError(f"weights are for retrievers {list(weights.retrievers)}, the pool is {pool.names}")
     else:
-        num_train = round(config.train_fraction * len(questions))
+        num_train = (len(questions) - len(set(test_indices)) if test_indices is not None
+                     else round(config.train_fraction * len(questions)))
         train, test = np.sort(order[:num_train]), np.sort(order[num_train:])
         if not len(train) or not len(test):
             raise ValueError(f"train_fraction {config.train_fraction} leaves an empty split of {len(questions)} questions")

@@ -1,4 +1,4 @@
-"""PNG figures in the paper's style: RWR heatmaps (figures 1, 4) and boxplots (figures 2, 5).
+"""PNG figures in the paper's style: RWR heatmaps (figures 1, 4), boxplots (figures 2, 5) and bars (figures 3, 6).
 
 Figures are drawn on matplotlib's Agg canvas without pyplot, leaving the global backend alone.
 """
@@ -50,6 +50,17 @@ def plot_boxplot(
     axes.set_xticks(range(1, len(groups) + 1), [str(k) for k in groups])
     if reference is not None:
         axes.axhline(reference, linestyle="--", color="grey")
+    axes.set_title(title)
+    axes.set_ylabel(ylabel)
+    return _save(figure, path)
+
+
+def plot_bars(values: Mapping[str, float], path: str | Path, title: str = "", ylabel: str = "") -> Path:
+    """One bar per named value, e.g. accuracy per retriever (figure 3) or learned weights (figure 6)."""
+    figure = _figure(figsize=(1.5 + 0.6 * len(values), 4))
+    axes = figure.subplots()
+    axes.bar(range(len(values)), list(values.values()))
+    axes.set_xticks(range(len(values)), list(values), rotation=45, ha="right")
     axes.set_title(title)
     axes.set_ylabel(ylabel)
     return _save(figure, path)

@@ -9,6 +9,8 @@ Every subcommand takes `--help`, `--config FILE` and `--print_config`. `rerag --
 """
 from __future__ import annotations
 
+import itertools
+import json
 import sys
 from typing import Literal
 
@@ -20,6 +22,7 @@ from rerag.demo.reader_pretraining import CorpusConfig, PretrainConfig
 from rerag.integrations.eor_evaluation import run_eor
 from rerag.integrations.erag_evaluation import run_erag
 from rerag.module import RERAGModule
+from rerag.reproduce import reproduce
 
 
 class RERAGCLI(LightningCLI):
@@ -146,7 +149,7 @@ def export(*, checkpoint: str, out: str, adapters_only: bool = False) -> None:
 
 def rerank(*, estimator: str, input: str, output: str, top_k: int | None = None, batch_size: int = 64,
            device: str | None = None, dtype: Literal["float32", "bfloat16", "float16"] = "float32",
-           trust_remote_code: bool = False) -> None:
+           compile: bool = False, trust_remote_code: bool = False) -> None:
     """Rerank a FiD file's contexts with an exported RE (re_score = s, re_prob = calibrated P or sigmoid s).
 
     Args:
@@ -157,15 +160,17 @@ def rerank(*, estimator: str, input: str, output: str, top_k: int | None = None,
         batch_size: contexts of a question per RE forward pass.
         device: cpu | cuda (default: cuda when available).
         dtype: the RE's weights in inference: bfloat16 halves memory and speeds up GPUs; s is float32 either way.
+        compile: torch.compile the RE's encoder and decoder stacks (slow first batches; pays off on long files).
         trust_remote_code: allow model code from the model folder.
     """
     import torch
 
     from rerag.infer.rerank import rerank_file
+    from rerag.models.compilation import compile_stacks
     from rerag.models.estimator import RelevanceEstimator
 
-    model = RelevanceEstimator.from_pretrained(estimator, trust_remote_code).to(_device(device),
-                                                                               getattr(torch, dtype))
+    model = RelevanceEstimator.from_pretrained(estimator, trust_remote_code).to(_device(device), getattr(torch, dtype))
+    compile_stacks(model, compile)
     n = rerank_file(model, input, output, top_k, batch_size)
     print(f"{n} questions -> {output}")
 
@@ -345,6 +350,7 @@ COMMANDS = {
     "compare": compare,
     "eor": run_eor,
     "erag": run_erag,
+    "reproduce": reproduce,
 }
 LIGHTNING = {"fit": "train and validate; test the best checkpoint with --test_after_fit true",
              "validate": "evaluate on the dev split", "test": "evaluate on the test split",
@@ -368,6 +374,10 @@ def main(argv: list[str] | None = None) -> None:
         print(usage())
         return
     quiet_progress_bars_in_logs()
+    if args[0] == "reproduce":  # `rerag reproduce PAPER TABLE TABLE ...`: the tables are positional too
+        head = list(itertools.takewhile(lambda a: not a.startswith("-"), args[2:]))
+        if head:
+            args = [*args[:2], "--tables", json.dumps(head), *args[2 + len(head):]]
     if args[0] in COMMANDS:
         from jsonargparse import CLI
 

@@ -16,6 +16,7 @@ from rerag.decoding import marginalize_answers, top_k_per_question
 from rerag.inputs import DEFAULT_TEMPLATE
 from rerag.losses import rerag_loss
 from rerag.metrics import first_hit_rank, recall_at_k
+from rerag.models.compilation import CompileSetting, compile_stacks
 from rerag.models.estimator import RelevanceEstimator
 from rerag.models.generator import Generator
 from rerag.models.loading import ModelSpec, build_model
@@ -48,7 +49,8 @@ class RERAGModule(L.LightningModule):
     base built from `estimator` (one copy of its weights; `generator` must be None or the same);
     `freeze_generator` trains the RE alone, taught by L_gen and L_re from the fixed generator's
     likelihoods (with `shared_base`: the base model itself, adapters off, is the generator);
-    `gradient_checkpointing` recomputes activations in the backward pass.
+    `gradient_checkpointing` recomputes activations in the backward pass; `compile` (true, or a dict
+    of torch.compile arguments) compiles the models' encoder and decoder stacks (`compile_stacks`).
 
     Evaluation reranks each question's whole list (the datamodule's `n_eval_contexts`) and, for
     every d in `eval_depths`, also only the retriever's first d (metrics `<stage>/top<d>/...`), so
@@ -86,6 +88,7 @@ class RERAGModule(L.LightningModule):
         shared_base: bool = False,
         freeze_generator: bool = False,
         gradient_checkpointing: bool = False,
+        compile: CompileSetting = False,
     ):
         super().__init__()
         self.save_hyperparameters()
@@ -112,6 +115,9 @@ class RERAGModule(L.LightningModule):
                                             re_adapter)
         self.generator = Generator(gen_model, gen_tok, max_answer_length, generator_template, generator_max_length,
                                    gen_adapter)
+        compile_stacks(self.estimator, compile)
+        if gen_model is not re_model:  # a shared base is compiled once
+            compile_stacks(self.generator, compile)
         self.metrics = torch.nn.ModuleDict({
             key: MetricCollection({
                 # means of the per-question scores that `_evaluate` puts in each result

@@ -49,6 +49,7 @@ def run_eor(
     max_questions: int | None = None,
     output_dir: str = "outputs/eor",
     eor: EoRConfig = EoRConfig(),
+    test_file: str | None = None,
 ) -> EoRReport:
     """Evaluate each retriever of `pool` and EoR over it with the checkpoint's RE-RAG reader.
 
@@ -62,9 +63,16 @@ def run_eor(
         max_questions: evaluate only the first N questions.
         output_dir: where eor_report.json, the weights and the plots go.
         eor: the voter's metrics, train split and weight search (`eor.EoRConfig`).
+        test_file: a FiD file of test questions (the paper's protocol): the weights are learned on all of
+            `questions_file` (the validation split) and reported on these; `eor.train_fraction` is then unused.
     """
     estimator, generator = load_checkpoint(checkpoint)
     records = list(read_fid(questions_file))[:max_questions]
+    test_indices = None
+    if test_file:
+        test_records = list(read_fid(test_file))[:max_questions]
+        test_indices = range(len(records), len(records) + len(test_records))
+        records += test_records
     corpus: list[Passage] = load_corpus(corpus_file)
     bases = [BM25Retriever(corpus, k=candidates), NoRetriever()]
     if any("Dense" in name for name in pool):
@@ -78,7 +86,7 @@ def run_eor(
     config = EoRConfig(**{**asdict(eor), "search": eor.search, "plots_dir": eor.plots_dir or str(out),
                           "save_weights": eor.save_weights or str(out / "eor_weights.json")})
     report = evaluate_eor([r["question"] for r in records], [r["answers"] for r in records],
-                          [registry.build(name) for name in pool], reader, config)
+                          [registry.build(name) for name in pool], reader, config, test_indices=test_indices)
     (out / "eor_report.json").write_text(json.dumps(report.to_dict(), indent=2) + "\n")
     print(report.table())
     return report

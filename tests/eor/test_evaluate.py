@@ -49,3 +49,12 @@ def test_evaluation_refuses_bad_inputs(pool):
         evaluate_eor(["q"], [], pool, first_word_reader)
     with pytest.raises(ValueError, match="empty split"):
         evaluate_eor(*zip(*QUESTIONS), pool, first_word_reader, EoRConfig(train_fraction=1.0))
+
+
+def test_a_fixed_test_split_learns_on_the_other_questions_and_reports_on_it(pool):
+    """The paper's protocol (weights from a validation split, reported on a test split): the
+    retrieval-free reader always says "Paris", right only on the first question."""
+    report = evaluate_eor(*zip(*QUESTIONS), pool, first_word_reader, test_indices=range(5, 8))
+    assert (report.num_train, report.num_test) == (5, 3) and report.retriever_em["ReFree"] == 0.0
+    report = evaluate_eor(*zip(*QUESTIONS), pool, first_word_reader, test_indices=[1, 0])
+    assert (report.num_train, report.num_test) == (6, 2) and report.retriever_em["ReFree"] == 50.0

@@ -216,3 +216,22 @@ def test_the_estimator_can_have_its_own_learning_rate(causal_module_kwargs, shar
     assert re_ids == {id(p) for n, p in named.items() if p.requires_grad and n.startswith("estimator.")
                       and (not shared or ".re." in n)}
     assert not re_ids & {id(p) for p in gen_group["params"]}
+
+
+def test_compile_runs_both_models_stacks_compiled(module_kwargs, data_kwargs):
+    from torch._dynamo.testing import CompileCounterWithBackend
+
+    from rerag.models.compilation import backbone_stacks
+
+    def stacks(module):
+        return backbone_stacks(module.estimator.model) + backbone_stacks(module.generator.model)
+
+    assert all(stack._compiled_call_impl is None for stack in stacks(make(module_kwargs, data_kwargs)[0]))  # default
+    torch._dynamo.reset()
+    counter = CompileCounterWithBackend("eager")
+    module, data = make({**module_kwargs, "compile": {"backend": counter}}, data_kwargs)
+    assert all(stack._compiled_call_impl is not None for stack in stacks(module))
+    data.setup("fit")
+    module.training_step(next(iter(data.train_dataloader())), 0).backward()
+    assert counter.frame_count == 4  # RE and generator, encoder and decoder each: one graph per stack
+    torch._dynamo.reset()

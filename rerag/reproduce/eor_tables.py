@@ -1,0 +1,105 @@
+"""EoR's tables and figures from one `rerag eor` run on the main RE-RAG model, with the paper's
+protocol: the voter's weights are learned on the validation split and reported on the test split."""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+
+from rerag.reproduce.result import Result, markdown_table
+from rerag.reproduce.workspace import Workspace
+
+POOL = ["BM25@5", "Dense@5", "BM25@RR@5", "BM25@3&Dense@3", "ReFree"]
+
+
+def _eor(ws: Workspace) -> dict:
+    from rerag.integrations.eor_evaluation import run_eor
+
+    run = ws.fit("rerag")
+
+    def go(folder: Path) -> dict:
+        report = run_eor(checkpoint=run["checkpoint"], questions_file=ws.split_file("dev"),
+                         test_file=ws.split_file("test"), corpus_file=str(Path(ws.data_dir) / "corpus.jsonl"),
+                         pool=POOL, max_questions=ws.scale.questions, output_dir=str(folder))
+        return {"report": report.to_dict()}
+
+    return ws.step("eor", [run["checkpoint"], POOL, ws.scale.questions], go)
+
+
+def _figure(ws: Workspace, done: dict, name: str, target: str) -> str:
+    path = ws.path("eor", target)
+    shutil.copyfile(Path(done["folder"]) / name, path)
+    return path
+
+
+def table1(ws: Workspace) -> Result:
+    """EM and F1 of each retriever of the pool and of EoR on the test split, weights from dev."""
+    report = _eor(ws)["report"]
+    rows = [[name, report["retriever_em"][name], report["retriever_f1"][name]] for name in report["retriever_em"]]
+    rows.append(["EoR", report["eor_em"], report["eor_f1"]])
+    return Result(f"Weights learned on {report['num_train']} dev questions, reported on {report['num_test']} "
+                  "test questions.\n\n" + markdown_table(["retriever", "EM", "F1"], rows),
+                  {k: report[k] for k in ("retriever_em", "retriever_f1", "eor_em", "eor_f1", "num_train", "num_test")},
+                  differs="one reader (the RE-RAG generator) and a pool of five retrievers on the synthetic world")
+
+
+def table2(ws: Workspace) -> Result:
+    """One LM (the RE-RAG generator) across every retriever of the pool: EM, best and worst."""
+    em = _eor(ws)["report"]["retriever_em"]
+    rows = [[name, value] for name, value in sorted(em.items(), key=lambda kv: -kv[1])]
+    spread = max(em.values()) - min(em.values())
+    return Result(markdown_table(["retriever", "EM"], rows) + f"\n\nBest minus worst: {spread:.1f} EM.",
+                  {"retriever_em": em, "spread": spread})
+
+
+def table4(ws: Workspace) -> Result:
+    """Mean relative lose ratio (MRLR, eq. 2) of each retriever, within the pool and with EoR added."""
+    report = _eor(ws)["report"]
+    rows = [[name, f"{report['mrlr_pool'][name]:.4f}", f"{report['mrlr_with_eor'][name]:.4f}"] for name in report["mrlr_pool"]]
+    rows.append(["EoR", "", f"{report['mrlr_with_eor']['EoR']:.4f}"])
+    return Result(markdown_table(["retriever", "MRLR (pool)", "MRLR (pool + EoR)"], rows),
+                  {"mrlr_pool": report["mrlr_pool"], "mrlr_with_eor": report["mrlr_with_eor"]})
+
+
+def figure1(ws: Workspace) -> Result:
+    """The relative win ratio (RWR, eq. 1) between every pair of retrievers and EoR."""
+    path = _figure(ws, _eor(ws), "rwr_heatmap.png", "figure1_rwr_heatmap.png")
+    report = _eor(ws)["report"]
+    return Result(f"RWR heatmap of the {len(report['retriever_em'])} retrievers and EoR on "
+                  f"{report['num_test']} test questions.", {}, [path])
+
+
+def figure5(ws: Workspace) -> Result:
+    """The oracle upper bound (a question is right when any retriever of the sub-pool is) by pool size."""
+    path = _figure(ws, _eor(ws), "upper_bound.png", "figure5_upper_bound.png")
+    return Result("Oracle EM of every sub-pool by pool size (boxes), the best single retriever dashed.", {}, [path])
+
+
+def _bars(ws: Workspace, values: dict[str, float], target: str, title: str, ylabel: str) -> str:
+    from eor.plots import plot_bars
+
+    return str(plot_bars(values, ws.path("eor", target), title, ylabel))
+
+
+def figure3(ws: Workspace) -> Result:
+    """Test EM of each retriever and of EoR (the paper plots corpus-level accuracy per retriever)."""
+    report = _eor(ws)["report"]
+    values = {**report["retriever_em"], "EoR": report["eor_em"]}
+    path = _bars(ws, values, "figure3_accuracy.png", "EM per retriever (test)", "EM (%)")
+    return Result(markdown_table(["system", "EM"], [[k, v] for k, v in values.items()]), values, [path])
+
+
+def figure6(ws: Workspace) -> Result:
+    """The learned weights: one per retriever (w^r) and one per similarity metric (w^m)."""
+    weights = _eor(ws)["report"]["weights"]
+    values = {**{f"w^r {k}": v for k, v in weights["retrievers"].items()},
+              **{f"w^m {k}": v for k, v in weights["metrics"].items()}}
+    path = _bars(ws, values, "figure6_weights.png", "Learned EoR weights", "weight")
+    return Result(markdown_table(["weight", "value"], [[k, f"{v:.3f}"] for k, v in values.items()]),
+                  {"weights": weights, "mean_retriever_weight": float(np.mean(list(weights["retrievers"].values())))},
+                  [path])
+
+
+TABLES = {"table1": table1, "table2": table2, "table4": table4, "figure1": figure1, "figure3": figure3,
+          "figure5": figure5, "figure6": figure6}

@@ -1,0 +1,84 @@
+"""eRAG's tables and figures: `rerag erag` on the main RE-RAG model (its generator is the reader
+that judges each document), over the retriever's lists and the RE's, and the cost benchmark."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from rerag.reproduce.result import Result, markdown_table, plot_lines
+from rerag.reproduce.workspace import ROOT, Workspace
+
+METRICS = ["MAP", "MRR", "NDCG@{k}", "P@{k}", "R@{k}", "Hit@{k}"]
+TOP_K = 10
+
+
+def _erag(ws: Workspace, ranking: str, top_k: int = TOP_K) -> dict:
+    from rerag.integrations.erag_evaluation import run_erag
+
+    run = ws.fit("rerag")
+    metrics = [m.format(k=top_k) for m in METRICS]
+
+    def go(folder: Path) -> dict:
+        result = run_erag(checkpoint=run["checkpoint"], data_file=ws.split_file("test"), ranking=ranking,
+                          top_k=top_k, metrics=metrics, max_questions=ws.scale.questions, output_dir=str(folder))
+        return {"end_to_end": result["end_to_end"]["aggregated"], "correlation": result["correlation"],
+                "aggregated": {name: s["aggregated"] for name, s in result["labelings"].items()}}
+
+    return ws.step("erag", [run["checkpoint"], ranking, top_k, metrics, ws.scale.questions], go)
+
+
+def _tau(c: dict) -> str:
+    return f"undefined ({c['undefined']})" if c.get("undefined") else f"{c['kendall_tau']:.3f}"
+
+
+def table1(ws: Workspace) -> Result:
+    """Kendall's tau between each labeling's per-question retrieval metric and the per-question
+    end-to-end EM, for the retriever's lists (BM25) and the RE's."""
+    results = {ranking: _erag(ws, ranking) for ranking in ("retriever", "re")}
+    rows = []
+    for labeling in results["retriever"]["correlation"]:
+        for metric in results["retriever"]["correlation"][labeling]:
+            rows.append([labeling, metric, *(_tau(results[r]["correlation"][labeling][metric]) for r in results)])
+    text = markdown_table(["labeling", "metric", "BM25 lists", "RE lists"], rows)
+    e2e = ", ".join(f"{r}: {100 * results[r]['end_to_end']:.1f}" for r in results)
+    return Result(f"End-to-end EM ({TOP_K} documents): {e2e}.\n\n{text}", results,
+                  differs="the reader is the RE-RAG generator (FiD-style marginalization), on the synthetic world; "
+                  "no KILT provenance or LLM judge there")
+
+
+def figure1(ws: Workspace) -> Result:
+    """Kendall's tau of eRAG's and contains-answer's precision against end-to-end EM as the number of
+    retrieved documents grows (BM25 lists)."""
+    ks = [1, 2, 5, 10] if ws.scale_name != "toy" else [1, 2]
+    taus = {name: [] for name in ("erag", "contains_answer")}
+    for k in ks:
+        correlation = _erag(ws, "retriever", k)["correlation"]
+        for name in taus:
+            c = correlation[name][f"P@{k}"]
+            taus[name].append(None if c.get("undefined") else c["kendall_tau"])
+    path = plot_lines(ks, taus, ws.path("erag", "figure1_documents.png"), "Correlation with end-to-end EM",
+                          "documents retrieved (k)", "Kendall's tau of P@k")
+    rows = [[k, *(("undefined" if taus[n][i] is None else f"{taus[n][i]:.3f}") for n in taus)] for i, k in enumerate(ks)]
+    return Result(markdown_table(["k", *taus], rows),
+                  {"k": ks, "kendall_tau": taus}, [path])
+
+
+def table2(ws: Workspace) -> Result:
+    """Runtime and peak memory of eRAG against end-to-end evaluation (`benchmarks/erag_cost.py`)."""
+    sizes = {"toy": ["--d-model", "32", "--d-ff", "64", "--layers", "1", "--heads", "2", "--vocab", "512",
+                     "--queries", "2", "--memory-queries", "1", "--docs", "4", "--doc-words", "20"],
+             "quick": ["--queries", "4", "--memory-queries", "1", "--docs", "20"], "full": []}[ws.scale_name]
+    command = [sys.executable, str(ROOT / "benchmarks" / "erag_cost.py"), *sizes]
+
+    def go(folder: Path) -> dict:
+        out = subprocess.run(command, capture_output=True, text=True, check=True, cwd=ROOT).stdout
+        return {"table": "\n".join(line for line in out.splitlines() if line.startswith("|"))}
+
+    done = ws.step("erag_cost", sizes, go)
+    return Result(f"`python benchmarks/erag_cost.py {' '.join(sizes)}` (CPU; a random T5 of the stated shape):\n\n"
+                  + done["table"], {"table": done["table"], "arguments": sizes},
+                  differs="CPU processes and resident memory, not GPU time and GPU memory; a random-init reader")
+
+
+TABLES = {"table1": table1, "table2": table2, "figure1": figure1}

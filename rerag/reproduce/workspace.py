@@ -1,0 +1,192 @@
+"""The runs the tables share, each cached in the output folder under a hash of what made it.
+
+A table asks the workspace for a trained model, its exported folders, its calibration or its
+predictions; the first ask runs it (with the same code as the `rerag` subcommands) and writes
+`done.json` into `OUT/runs/<name>-<hash>/`, later asks, in this run or a later one, read it back.
+Changing a setting changes the hash, so a stale result is never reused.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+DEMO_CONFIG = ROOT / "configs" / "demo.yaml"
+
+
+@dataclass(frozen=True)
+class Scale:
+    """How much each table trains and evaluates.
+
+    fit_steps: optimizer steps of the main RE-RAG model (None: the config's own).
+    ablation_steps: optimizer steps of each ablation and baseline model.
+    questions: questions per split read by EoR and eRAG (None: all).
+    overrides: `rerag fit` arguments applied to every model (e.g. a smaller world).
+    """
+
+    fit_steps: int | None
+    ablation_steps: int
+    questions: int | None
+    overrides: dict[str, Any] = field(default_factory=dict)
+
+
+SCALES = {
+    # A few steps on a world of a few questions: the mechanics, for CI.
+    "toy": Scale(fit_steps=4, ablation_steps=4, questions=8, overrides={
+        "data.init_args.world.n_train_people": 12, "data.init_args.world.n_dev_people": 4,
+        "data.init_args.world.n_test_people": 4, "data.init_args.world.n_train_contexts": 20,
+        "data.init_args.world.n_eval_contexts": 20, "data.init_args.n_train_contexts": 4,
+        "data.init_args.n_deep_contexts": 2, "data.init_args.deep_context_depth": 20,
+        "data.init_args.n_eval_contexts": 20, "model.recall_ks": [1, 5, 10, 20], "model.eval_depths": [10],
+        "trainer.val_check_interval": 4, "trainer.limit_val_batches": 1}),
+    # The demo's world and models, shortened training: the whole paper set within an hour on 2 cores.
+    "quick": Scale(fit_steps=600, ablation_steps=300, questions=200, overrides={"trainer.val_check_interval": 300}),
+    # The demo's settings.
+    "full": Scale(fit_steps=None, ablation_steps=1200, questions=None),
+}
+
+
+def digest(value: Any) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:10]
+
+
+class Workspace:
+    """One output folder, one scale, one base config; the cache of every step the tables run."""
+
+    def __init__(self, out: str | Path, scale: str = "quick", config: str | Path = DEMO_CONFIG,
+                 data_dir: str | None = None, top_k: int = 5, llm: str | None = None):
+        self.out, self.scale_name, self.config = Path(out), scale, Path(config)
+        self.scale = SCALES[scale]
+        self.top_k, self.llm = top_k, llm
+        self.data_dir = data_dir or str(self.out / "data" if scale == "toy" else "data/demo")
+        self.used: list[dict] = []  # every step asked for (run or read back), for the times report
+
+    def step(self, name: str, key: Any, run: Callable[[Path], dict]) -> dict:
+        """Run `run(folder)` once per (name, key): its dict, plus `seconds`, is kept in folder/done.json."""
+        folder = self.out / "runs" / f"{name}-{digest([name, key])}"
+        done = folder / "done.json"
+        reused = done.exists()
+        if reused:
+            result = json.loads(done.read_text())
+        else:
+            folder.mkdir(parents=True, exist_ok=True)
+            start = time.perf_counter()
+            result = run(folder)
+            result = {**result, "folder": str(folder), "seconds": round(time.perf_counter() - start, 1)}
+            done.write_text(json.dumps(result, indent=2) + "\n")
+        self.used.append({"name": name, "folder": str(folder), "seconds": result["seconds"], "reused": reused,
+                          "seed": result.get("seed")})
+        return result
+
+    def path(self, paper: str, name: str) -> str:
+        """Where a table or figure file of `paper` goes: OUT/<paper>/<name>."""
+        (self.out / paper).mkdir(parents=True, exist_ok=True)
+        return str(self.out / paper / name)
+
+    # -- training ---------------------------------------------------------------------------------
+
+    def fit(self, name: str, steps: int | None = None, **model: Any) -> dict:
+        """Train RE-RAG on the config with `model.*` overrides for `steps` (default: the scale's main
+        run), then validate and test the best checkpoint. Returns its checkpoint, val/* and test/*."""
+        steps = steps if steps is not None else self.scale.fit_steps
+        overrides = {**self.scale.overrides, "data.init_args.data_dir": self.data_dir,
+                     **{f"model.{k}": v for k, v in model.items()}}
+        if steps is not None:
+            overrides["trainer.max_steps"] = steps
+            overrides["trainer.val_check_interval"] = min(overrides.get("trainer.val_check_interval", steps), steps)
+        key = {"config": self.config.read_text(), "overrides": overrides}
+        return self.step(name, key, lambda folder: _fit(self.config, overrides, folder))
+
+    # -- the `rerag` subcommands on a trained model -------------------------------------------------
+
+    def exported(self, run: dict) -> Path:
+        from rerag.infer.export import export, load_checkpoint
+
+        done = self.step("export", run["checkpoint"],
+                         lambda folder: {k: str(v) for k, v in export(*load_checkpoint(run["checkpoint"]), folder).items()})
+        return Path(done["folder"])
+
+    def split_file(self, split: str) -> str:
+        return str(Path(self.data_dir) / f"{split}.jsonl")
+
+    def calibrated(self, run: dict, top_k: int, depth: int | None = None) -> dict:
+        """`rerag calibrate` on dev, reported on test: the report, and the RE folder now calibrated."""
+        from rerag.cli import calibrate
+
+        def go(folder: Path) -> dict:
+            estimator = folder / "estimator"
+            _copy(self.exported(run) / "estimator", estimator)
+            calibrate(estimator=str(estimator), dev=self.split_file("dev"), test=self.split_file("test"),
+                      out=str(folder), top_k=top_k, depth=depth, device="cpu")
+            return {"estimator": str(estimator),
+                    "report": json.loads((folder / "calibration_report.json").read_text())}
+
+        return self.step("calibrate", [run["checkpoint"], top_k, depth], go)
+
+    def predictions(self, run: dict, split: str, top_k: int, depth: int | None = None, calibrated: bool = True,
+                    mode: str = "rag", llm: str | None = None) -> list[dict]:
+        """`rerag predict-file` on a split, with the calibrated RE (or the raw one)."""
+        from rerag.cli import predict_file
+
+        def go(folder: Path) -> dict:
+            estimator = (self.calibrated(run, top_k, depth)["estimator"] if calibrated
+                         else str(self.exported(run) / "estimator"))
+            export_dir = folder / "model"
+            _link(Path(estimator), export_dir / "estimator")
+            _link(self.exported(run) / "generator", export_dir / "generator")
+            predict_file(input=self.split_file(split), output=str(folder / "predictions.jsonl"),
+                         export_dir=str(export_dir), top_k=top_k, depth=depth, mode=mode, llm=llm, device="cpu")
+            return {"predictions": str(folder / "predictions.jsonl")}
+
+        done = self.step("predict", [run["checkpoint"], split, top_k, depth, calibrated, mode, llm], go)
+        return [json.loads(line) for line in Path(done["predictions"]).read_text().splitlines() if line.strip()]
+
+
+def _copy(source: Path, target: Path) -> None:
+    import shutil
+
+    shutil.copytree(source, target, dirs_exist_ok=True)
+
+
+def _link(source: Path, target: Path) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if not target.exists():
+        target.symlink_to(source.resolve(), target_is_directory=True)
+
+
+def _fit(config: Path, overrides: dict[str, Any], folder: Path) -> dict:
+    """`rerag fit` with its outputs in `folder`: fit, then validate and test the best checkpoint."""
+    from lightning.pytorch.callbacks import ModelCheckpoint
+
+    from rerag.callbacks import LearningCurve, MetricsWriter
+    from rerag.cli import RERAGCLI
+    from rerag.data.datamodule import RERAGDataModule
+    from rerag.module import RERAGModule
+
+    args = ["--config", str(config), "--trainer.default_root_dir", str(folder),
+            "--trainer.logger.init_args.save_dir", str(folder)]
+    for name, value in overrides.items():
+        args += [f"--{name}", json.dumps(value) if not isinstance(value, str) else value]
+    with warnings.catch_warnings():  # called from `rerag reproduce`, whose own argv LightningCLI would flag
+        warnings.filterwarnings("ignore", message="LightningCLI's args parameter")
+        cli = RERAGCLI(RERAGModule, RERAGDataModule, subclass_mode_data=True, args=args, run=False)
+    for callback in cli.trainer.callbacks:  # every file the run writes goes into its folder
+        if isinstance(callback, ModelCheckpoint):
+            callback.dirpath = str(folder / "checkpoints")
+        elif isinstance(callback, MetricsWriter):
+            callback.path, callback.results = folder / "test_metrics.json", folder / "test_results.jsonl"
+        elif isinstance(callback, LearningCurve):
+            callback.path = folder / "learning_curve"
+    trainer, model, data = cli.trainer, cli.model, cli.datamodule
+    trainer.fit(model, datamodule=data)
+    best = trainer.checkpoint_callback.best_model_path or str(folder / "checkpoints" / "last.ckpt")
+    val = trainer.validate(model, datamodule=data, ckpt_path=best, verbose=False)[0]
+    test = trainer.test(model, datamodule=data, ckpt_path=best, verbose=False)[0]
+    return {"checkpoint": best, "steps": trainer.global_step, "seed": cli.config.get("seed_everything"),
+            "val": {k: float(v) for k, v in val.items()}, "test": {k: float(v) for k, v in test.items()}}

@@ -1,0 +1,85 @@
+import json
+import re
+
+import pytest
+import yaml
+
+from rerag.cli import main
+from rerag.reproduce import REGISTRY, document, paper_numbers, selected
+from rerag.reproduce.workspace import Workspace
+
+#: Every table and figure the issue names, per paper.
+NAMED = {"re-rag": {"table1", "table2", "table3", "table4", "table5", "figure2", "table6", "table7", "table8",
+                    "table11", "table12"},
+         "eor": {"table1", "table2", "table4", *(f"figure{i}" for i in range(1, 7))},
+         "erag": {"table1", "table2", "figure1", "figure2", "figure3"}}
+
+
+def test_every_named_table_is_registered_with_the_papers_numbers():
+    numbers = paper_numbers()
+    for paper, names in NAMED.items():
+        assert set(REGISTRY[paper]) == names
+        for name in names:
+            entry = numbers[paper][name]
+            assert entry["title"] and entry["setting"]
+            assert entry["numbers"] or entry["missing"], f"{paper} {name}: neither numbers nor why they are missing"
+
+
+def test_an_unknown_table_is_refused_with_the_known_ones():
+    with pytest.raises(ValueError, match=r"table99.*re-rag: table1, table2"):
+        selected("re-rag", ["table2", "table99"])
+    assert selected("all", ["table2"]) == [("re-rag", "table2"), ("eor", "table2"), ("erag", "table2")]
+
+
+def test_tables_are_positional_on_the_command_line(capsys):
+    with pytest.raises(SystemExit):
+        main(["reproduce", "re-rag", "table2", "figure2", "--scale", "toy", "--print_config"])
+    config = yaml.safe_load(capsys.readouterr().out)
+    assert config["paper"] == "re-rag" and config["tables"] == ["table2", "figure2"] and config["scale"] == "toy"
+
+
+def test_a_step_runs_once_per_settings_and_is_read_back_after(tmp_path):
+    calls = []
+    ws = Workspace(tmp_path, "toy")
+    run = lambda folder: calls.append(folder) or {"value": len(calls)}  # noqa: E731
+    first = ws.step("x", {"a": 1}, run)
+    again = Workspace(tmp_path, "toy").step("x", {"a": 1}, run)
+    other = ws.step("x", {"a": 2}, run)
+    assert len(calls) == 2 and first == again and first["value"] == 1 and other["value"] == 2
+    assert [u["reused"] for u in ws.used] == [False, False]
+
+
+@pytest.mark.slow
+def test_toy_reproduction_of_one_table_per_paper(tmp_path):
+    """`rerag reproduce` at toy scale: a trained model, the EoR run and the eRAG run, each table's
+    Markdown and JSON, and REPRODUCTION.md beside the papers' numbers; a rerun reuses every run."""
+    out, doc = tmp_path / "out", tmp_path / "REPRODUCTION.md"
+    args = ["--scale", "toy", "--out", str(out), "--doc", str(doc)]
+    main(["reproduce", "all", "table2", "table7", *args])  # re-rag and eor table2, erag table2 (cost)
+    main(["reproduce", "erag", "table1", *args])
+    index = json.loads((out / "index.json").read_text())
+    recall = json.loads((out / "re-rag" / "table2.json").read_text())["data"]
+    assert {"retriever (list order)", "RE, whole list", "RE, top10"} <= set(recall)
+    assert all(0 <= v <= 100 for row in recall.values() for v in row.values())
+    assert index["re-rag"]["table7"]["status"] == "not built"
+    eor = json.loads((out / "eor" / "table2.json").read_text())["data"]["retriever_em"]
+    assert set(eor) == {"BM25@5", "Dense@5", "BM25@RR@5", "BM25@3&Dense@3", "ReFree"}
+    erag = json.loads((out / "erag" / "table1.json").read_text())["data"]
+    assert set(erag) == {"retriever", "re"} and "erag" in erag["re"]["correlation"]
+    assert "| E2E" in (out / "erag" / "table2.md").read_text() or "e2e" in (out / "erag" / "table2.md").read_text()
+
+    text = doc.read_text()
+    for paper, name in (("re-rag", "table2"), ("eor", "table2"), ("erag", "table1")):
+        assert f"`rerag reproduce {paper} {name} --scale toy`" in text
+    assert "| NQ | RE-RAG_base | 59.5 | 77.8 | 82.7 | 85.5 |" in text  # the paper's Table 2 beside ours
+    assert re.search(r"RE-RAG Table 7.*\n(.*\n)*\*\*Ours:\*\* not built", text)
+
+    main(["reproduce", "re-rag", "table2", *args])  # everything it needs is cached
+    again = json.loads((out / "index.json").read_text())["re-rag"]["table2"]
+    assert again["runs"] and all(r["reused"] for r in again["runs"]) and again["seconds"] < 5
+    assert json.loads((out / "re-rag" / "table2.json").read_text())["data"] == recall
+
+
+def test_document_lists_tables_not_run_yet(tmp_path):
+    text = document({}, str(tmp_path))
+    assert text.count("not run yet") == sum(map(len, NAMED.values()))
