@@ -16,6 +16,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 ROOT = Path(__file__).resolve().parents[2]
 DEMO_CONFIG = ROOT / "configs" / "demo.yaml"
 
@@ -100,7 +102,7 @@ class Workspace:
         if steps is not None:
             overrides["trainer.max_steps"] = steps
             overrides["trainer.val_check_interval"] = min(overrides.get("trainer.val_check_interval", steps), steps)
-        key = {"config": self.config.read_text(), "overrides": overrides}
+        key = {"config": yaml.safe_load(self.config.read_text()), "overrides": overrides}  # comments aside
         return self.step(name, key, lambda folder: _fit(self.config, overrides, folder))
 
     # -- the `rerag` subcommands on a trained model -------------------------------------------------
