@@ -62,11 +62,14 @@ def rerag_loss(
     log_p_true: torch.Tensor, log_p_false: torch.Tensor, answer_loglik: torch.Tensor,
     alpha_re: float = 1.0, alpha_tok: float = 1.0,
     kl_direction: Literal["generator_to_re", "re_to_generator"] = "generator_to_re",
-    alpha_anchor: float = 0.0, has_answer: torch.Tensor | None = None,
+    alpha_anchor: float = 0.0, has_answer: torch.Tensor | None = None, normalized: bool = True,
 ) -> dict[str, torch.Tensor]:
     """L = L_gen + a1 L_re + a2 L_tok (eq. 12), plus alpha_anchor L_anchor when that weight is not
-    zero (then `has_answer` [B, K] is needed); every term is returned for logging."""
-    s = log_p_true - log_p_false
+    zero (then `has_answer` [B, K] is needed); every term is returned for logging.
+
+    `normalized=False` is the ablation of Table 7: the relevance score is log p_true, the "true"
+    token's full-vocabulary log-probability, instead of the log-odds of eq. 3's normalized RE."""
+    s = log_p_true - log_p_false if normalized else log_p_true
     parts = {
         "loss_gen": marginal_nll(s, answer_loglik),
         "loss_re": kl_to_generator(s, answer_loglik, kl_direction),

@@ -14,7 +14,7 @@ from erag.lm import BASE_ADAPTER, load_tokenizer
 from rerag.data.datamodule import first_contexts
 from rerag.decoding import marginalize_answers, top_k_per_question
 from rerag.inputs import DEFAULT_TEMPLATE
-from rerag.losses import rerag_loss
+from rerag.losses import marginal_nll, rerag_loss
 from rerag.metrics import first_hit_rank, recall_at_k
 from rerag.models.compilation import CompileSetting, compile_stacks
 from rerag.models.estimator import RelevanceEstimator
@@ -51,6 +51,10 @@ class RERAGModule(L.LightningModule):
     likelihoods (with `shared_base`: the base model itself, adapters off, is the generator);
     `gradient_checkpointing` recomputes activations in the backward pass; `compile` (true, or a dict
     of torch.compile arguments) compiles the models' encoder and decoder stacks (`compile_stacks`).
+
+    Ablations of the paper: `marginalize_with="retriever"` trains the generator alone, marginalizing
+    with softmax_j of the retriever's scores (Table 6's baseline, RAG without the RE; the RE is not
+    trained); `normalize_re=False` trains with s = log p_true instead of eq. 3's log-odds (Table 7).
 
     Evaluation reranks each question's whole list (the datamodule's `n_eval_contexts`) and, for
     every d in `eval_depths`, also only the retriever's first d (metrics `<stage>/top<d>/...`), so
@@ -89,9 +93,15 @@ class RERAGModule(L.LightningModule):
         freeze_generator: bool = False,
         gradient_checkpointing: bool = False,
         compile: CompileSetting = False,
+        marginalize_with: Literal["re", "retriever"] = "re",
+        normalize_re: bool = True,
     ):
         super().__init__()
         self.save_hyperparameters()
+        if marginalize_with not in ("re", "retriever"):
+            raise ValueError(f"marginalize_with must be 're' or 'retriever', got {marginalize_with!r}")
+        if marginalize_with == "retriever" and freeze_generator:
+            raise ValueError("marginalize_with: retriever trains the generator alone; freeze_generator would train nothing")
         re_tok = load_tokenizer(re_tokenizer, estimator.trust_remote_code)
         gen_spec = estimator if shared_base else generator
         if gen_spec is None:
@@ -133,15 +143,20 @@ class RERAGModule(L.LightningModule):
     # ---- training -------------------------------------------------------------------------
     def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
         b, k = len(batch["questions"]), int(batch["n_contexts"][0])
-        log_p_true, log_p_false = self.estimator.true_false_logprobs(
-            batch["re"]["input_ids"], batch["re"]["attention_mask"], backend=self.hparams.kernel_backend)
         labels = batch["labels"].repeat_interleave(k, dim=0)
         with torch.set_grad_enabled(not self.hparams.freeze_generator):
             answer_loglik = self.generator.answer_loglik(batch["gen"]["input_ids"], batch["gen"]["attention_mask"],
-                                                         labels)
-        losses = rerag_loss(log_p_true.view(b, k), log_p_false.view(b, k), answer_loglik.view(b, k),
-                            self.hparams.alpha_re, self.hparams.alpha_tok, self.hparams.kl_direction,
-                            self.hparams.alpha_anchor, batch["has_answer"].view(b, k))
+                                                         labels).view(b, k)
+        if self.hparams.marginalize_with == "retriever":  # RAG without the RE: the RE is not even run
+            scores = batch["retriever_scores"].view(b, k).to(answer_loglik.device)
+            losses = {"loss_gen": marginal_nll(scores, answer_loglik)}
+            losses["loss"] = losses["loss_gen"]
+        else:
+            log_p_true, log_p_false = self.estimator.true_false_logprobs(
+                batch["re"]["input_ids"], batch["re"]["attention_mask"], backend=self.hparams.kernel_backend)
+            losses = rerag_loss(log_p_true.view(b, k), log_p_false.view(b, k), answer_loglik,
+                                self.hparams.alpha_re, self.hparams.alpha_tok, self.hparams.kl_direction,
+                                self.hparams.alpha_anchor, batch["has_answer"].view(b, k), self.hparams.normalize_re)
         self.log_dict({f"train/{n}": v for n, v in losses.items()}, prog_bar=True, batch_size=b)
         return losses["loss"]
 

@@ -27,10 +27,7 @@ PAPERS = {"re-rag": "RE-RAG", "eor": "Ensemble of Retrievers (EoR)", "erag": "eR
 #: paper -> table or figure -> the function that makes it, or why it is not built yet.
 REGISTRY: dict[str, dict[str, Callable[[Workspace], Result] | str]] = {
     "re-rag": {**rerag_tables.TABLES,
-               "figure2": "needs RE-RAG models of several sizes trained on one world; not built yet",
-               "table6": "needs a generator trained without the RE (marginalizing with the retriever's scores): "
-                         "no such training switch yet",
-               "table7": "needs a switch that trains without eq. 3's true/false normalization; not built yet"},
+               "figure2": "needs RE-RAG models of several sizes trained on one world; not built yet"},
     "eor": {**eor_tables.TABLES,
             "figure2": "MRLR boxes over several datasets: one world is at hand; not built yet",
             "figure4": "error RWR by error type (eor.analysis.error_decomposition) needs the pool's passages "

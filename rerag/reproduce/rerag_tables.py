@@ -180,14 +180,83 @@ def table11(ws: Workspace) -> Result:
     return _mixed(ws, _retriever_sets(ws, _main(ws)))
 
 
+def _ablation(ws: Workspace, **switches: Any) -> dict:
+    """RE-RAG trained for the scale's ablation steps, with one switch changed (none: the reference)."""
+    return ws.fit("ablation", steps=ws.scale.ablation_steps, **switches)
+
+
+def _test_records(ws: Workspace) -> list[dict]:
+    from rerag.data.fid_format import read_fid
+
+    return list(read_fid(ws.split_file("test")))[:ws.scale.questions]
+
+
+def table6(ws: Workspace) -> Result:
+    """The effect of the RE, decomposed: a generator trained without the RE (marginalizing with the
+    retriever's scores) reads the retriever's top k with its scores (baseline), with the RE's
+    scores, the RE's top k with the retriever's scores, and the RE's top k with its scores; beside
+    RE-RAG trained as long. The RE is RE-RAG's; every row reads the same test questions."""
+    import torch
+
+    from rerag.infer.export import load_checkpoint
+    from rerag.infer.readers import RAGReader
+
+    k, records = ws.top_k, _test_records(ws)
+    estimator, rerag_generator = load_checkpoint(_ablation(ws)["checkpoint"])
+    baseline = load_checkpoint(ws.fit("baseline", steps=ws.scale.ablation_steps, marginalize_with="retriever")
+                               ["checkpoint"])[1]
+    with torch.no_grad():
+        re_scores = [estimator.score(r["question"], r["ctxs"]) for r in records]
+    retriever_scores = [torch.tensor([float(c.get("score", 0.0)) for c in r["ctxs"]]) for r in records]
+    by_retriever = [torch.arange(min(k, len(r["ctxs"]))) for r in records]
+    by_re = [torch.argsort(s, descending=True, stable=True)[:k] for s in re_scores]
+    rows = {"baseline (retriever's top k and scores)": (baseline, by_retriever, retriever_scores),
+            "baseline + RE score": (baseline, by_retriever, re_scores),
+            "baseline + RE rerank": (baseline, by_re, retriever_scores),
+            "baseline + RE rerank, score": (baseline, by_re, re_scores),
+            "RE-RAG": (rerag_generator, by_re, re_scores)}
+    em = {}
+    for name, (generator, kept, scores) in rows.items():
+        reader = RAGReader(generator.as_lm())
+        contexts = [[r["ctxs"][j] for j in idx.tolist()] for r, idx in zip(records, kept)]
+        answers = reader.answer([r["question"] for r in records], contexts, [s[idx] for s, idx in zip(scores, kept)])
+        em[name] = _em([{"reader_answer": a.text, "answers": r["answers"]} for a, r in zip(answers, records)])
+    return Result(markdown_table(["model", "test EM"], [[n, v] for n, v in em.items()]),
+                  {"em": em, "questions": len(records), "top_k": k, "steps": ws.scale.ablation_steps})
+
+
+def table7(ws: Workspace) -> Result:
+    """Mean probability of "true" on answerable test contexts, for RE-RAG and for RE-RAG trained
+    without eq. 3's normalization (s = log p_true): under the full vocabulary and normalized (eq. 3)."""
+    import torch
+
+    from rerag.infer.export import load_checkpoint
+
+    means = {}
+    for name, run in (("RE-RAG", _ablation(ws)), ("- normalization", _ablation(ws, normalize_re=False))):
+        estimator = load_checkpoint(run["checkpoint"])[0]
+        p_true, re = [], []
+        with torch.no_grad():
+            for r in _test_records(ws):
+                answerable = [c for c in r["ctxs"] if c.get("has_answer")]
+                if answerable:
+                    enc = estimator.encode([r["question"]] * len(answerable), answerable)
+                    log_t, log_f = estimator.true_false_logprobs(enc["input_ids"], enc["attention_mask"])
+                    p_true += log_t.exp().tolist()
+                    re += torch.sigmoid(log_t - log_f).tolist()
+        means[name] = {"p_true": float(np.mean(p_true)), "re": float(np.mean(re)), "contexts": len(p_true)}
+    rows = [[name, f"{m['p_true']:.4f}", f"{m['re']:.4f}", m["contexts"]] for name, m in means.items()]
+    return Result(markdown_table(["training", 'P("true"), full vocabulary', "RE (eq. 3)", "answerable contexts"],
+                                 rows), {"means": means, "steps": ws.scale.ablation_steps})
+
+
 def table8(ws: Workspace) -> Result:
     """Dev EM with and without L_re (alpha_re = 0), both trained for the scale's ablation steps."""
-    steps = ws.scale.ablation_steps
-    runs = {"RE-RAG": ws.fit("ablation", steps=steps), "without L_re": ws.fit("ablation", steps=steps, alpha_re=0.0)}
+    runs = {"RE-RAG": _ablation(ws), "without L_re": _ablation(ws, alpha_re=0.0)}
     em = {name: 100 * run["val"]["val/em"] for name, run in runs.items()}
     rows = [[name, value] for name, value in em.items()] + [["difference", em["without L_re"] - em["RE-RAG"]]]
-    return Result(markdown_table(["training", "dev EM"], rows), {"dev_em": em, "steps": steps})
+    return Result(markdown_table(["training", "dev EM"], rows), {"dev_em": em, "steps": ws.scale.ablation_steps})
 
 
 TABLES = {"table1": table1, "table2": table2, "table3": table3, "table4": table4, "table5": table5,
-          "table8": table8, "table11": table11, "table12": table12}
+          "table6": table6, "table7": table7, "table8": table8, "table11": table11, "table12": table12}

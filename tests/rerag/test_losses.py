@@ -102,3 +102,17 @@ def test_the_anchor_is_binary_cross_entropy_and_sees_a_shift_the_paper_losses_do
     assert anchored["loss"].item() == pytest.approx(plain["loss"].item() + 0.5 * expected, rel=1e-6)
     with pytest.raises(ValueError, match="has_answer"):
         rerag_loss(log_p_true, log_p_false, F, alpha_anchor=1.0)
+
+
+def test_without_normalization_the_score_is_log_p_true():
+    """Table 7's ablation: log p_false no longer enters the relevance score."""
+    torch.manual_seed(0)
+    log_p_true, log_p_false, f = -torch.rand(2, 4) * 3, -torch.rand(2, 4) * 3, -torch.rand(2, 4)
+    ablated = rerag_loss(log_p_true, log_p_false, f, normalized=False)
+    assert torch.allclose(ablated["loss_gen"], marginal_nll(log_p_true, f))
+    assert torch.allclose(ablated["loss_re"], kl_to_generator(log_p_true, f))
+    other_false = log_p_false.clone()
+    other_false[:, 0] -= 2.0
+    assert torch.allclose(rerag_loss(log_p_true, other_false, f, normalized=False)["loss_gen"], ablated["loss_gen"])
+    assert not torch.allclose(rerag_loss(log_p_true, other_false, f)["loss_gen"],
+                              rerag_loss(log_p_true, log_p_false, f)["loss_gen"])

@@ -235,3 +235,22 @@ def test_compile_runs_both_models_stacks_compiled(module_kwargs, data_kwargs):
     module.training_step(next(iter(data.train_dataloader())), 0).backward()
     assert counter.frame_count == 4  # RE and generator, encoder and decoder each: one graph per stack
     torch._dynamo.reset()
+
+
+def test_marginalizing_with_the_retriever_trains_the_generator_alone(module_kwargs, data_kwargs):
+    """Table 6's baseline: L = L_gen with P = softmax_j(retriever scores); the RE gets no gradient."""
+    module, data = make({**module_kwargs, "marginalize_with": "retriever"}, data_kwargs)
+    data.setup("fit")
+    batch = next(iter(data.train_dataloader()))
+    loss = module.training_step(batch, 0)
+    b, k = len(batch["questions"]), int(batch["n_contexts"][0])
+    labels = batch["labels"].repeat_interleave(k, dim=0)
+    with torch.no_grad():
+        f = module.generator.answer_loglik(batch["gen"]["input_ids"], batch["gen"]["attention_mask"], labels)
+    expected = -torch.logsumexp(torch.log_softmax(batch["retriever_scores"].view(b, k), -1) + f.view(b, k), -1).mean()
+    assert torch.allclose(loss, expected, atol=1e-5)
+    loss.backward()
+    assert all(p.grad is None for p in module.estimator.model.parameters())
+    assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in module.generator.model.parameters())
+    with pytest.raises(ValueError, match="would train nothing"):
+        RERAGModule(**module_kwargs, marginalize_with="retriever", freeze_generator=True)

@@ -55,13 +55,13 @@ def test_toy_reproduction_of_one_table_per_paper(tmp_path):
     Markdown and JSON, and REPRODUCTION.md beside the papers' numbers; a rerun reuses every run."""
     out, doc = tmp_path / "out", tmp_path / "REPRODUCTION.md"
     args = ["--scale", "toy", "--out", str(out), "--doc", str(doc)]
-    main(["reproduce", "all", "table2", "table7", *args])  # re-rag and eor table2, erag table2 (cost)
+    main(["reproduce", "all", "table2", "figure2", *args])  # every table2; no figure2 is built yet
     main(["reproduce", "erag", "table1", *args])
     index = json.loads((out / "index.json").read_text())
     recall = json.loads((out / "re-rag" / "table2.json").read_text())["data"]
     assert {"retriever (list order)", "RE, whole list", "RE, top10"} <= set(recall)
     assert all(0 <= v <= 100 for row in recall.values() for v in row.values())
-    assert index["re-rag"]["table7"]["status"] == "not built"
+    assert {index[p]["figure2"]["status"] for p in index} == {"not built"}
     eor = json.loads((out / "eor" / "table2.json").read_text())["data"]["retriever_em"]
     assert set(eor) == {"BM25@5", "Dense@5", "BM25@RR@5", "BM25@3&Dense@3", "ReFree"}
     erag = json.loads((out / "erag" / "table1.json").read_text())["data"]
@@ -72,7 +72,7 @@ def test_toy_reproduction_of_one_table_per_paper(tmp_path):
     for paper, name in (("re-rag", "table2"), ("eor", "table2"), ("erag", "table1")):
         assert f"`rerag reproduce {paper} {name} --scale toy`" in text
     assert "| NQ | RE-RAG_base | 59.5 | 77.8 | 82.7 | 85.5 |" in text  # the paper's Table 2 beside ours
-    assert re.search(r"RE-RAG Table 7.*\n(.*\n)*\*\*Ours:\*\* not built", text)
+    assert re.search(r"RE-RAG Figure 2.*\n(.*\n)*\*\*Ours:\*\* not built", text)
 
     main(["reproduce", "re-rag", "table2", *args])  # everything it needs is cached
     again = json.loads((out / "index.json").read_text())["re-rag"]["table2"]
