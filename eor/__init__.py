@@ -11,7 +11,7 @@ from eor.learning import SearchConfig, learn_weights, voter_accuracy
 from eor.naming import Registry, RetrieverNameError, parse_retriever
 from eor.ops import CP_PROMPT, Compress, Concat, DenseReranker, Reranker, Rerank, Truncate
 from eor.plots import plot_boxplot, plot_heatmap
-from eor.reader import PoolOutput, Reader, read_pool
+from eor.reader import RALM_PROMPT, RETRIEVAL_FREE_PROMPT, PoolOutput, Reader, read_pool
 from eor.retrievers import (
     PK_PROMPT,
     BaseRetriever,
@@ -39,7 +39,8 @@ __all__ = [
     "BERTScore", "BM25Retriever", "BaseRetriever", "CP_PROMPT", "Compress", "Concat", "CorpusError",
     "DenseReranker", "DenseRetriever", "EmbeddingSimilarity", "Encoder", "EoRConfig", "EoRReport",
     "ErrorDecomposition", "ExactMatch", "Generate", "NLIEntailment", "NoRetriever", "PK_PROMPT", "POOLINGS",
-    "ParametricRetriever", "Passage", "PoolOutput", "Reader", "Registry", "Rerank", "Reranker", "Retriever",
+    "ParametricRetriever", "Passage", "PoolOutput", "RALM_PROMPT", "RETRIEVAL_FREE_PROMPT", "Reader", "Registry",
+    "Rerank", "Reranker", "Retriever",
     "RetrieverNameError", "SearchConfig", "Similarity", "TokenF1", "Truncate", "Voter", "VoterWeights",
     "WebSearchRetriever", "build_metric", "contains", "error_decomposition", "evaluate_eor",
     "learn_weights", "load_corpus", "mrlr", "mrwr", "oracle_upper_bound", "parse_retriever",

@@ -1,8 +1,11 @@
 """`rerag eor`: the Ensemble of Retrievers evaluated on a trained RE-RAG model.
 
 The pool (paper-style names, section 2.1 of the EoR paper) is built from BM25, dense retrieval,
-retrieval-free answering, the RE as the @RR reranker, and `&` concatenation; every retriever's
-passages are read by the trained generator with RE-weighted marginalization (RE-RAG eq. 6).
+retrieval-free answering (ReFree), the LM's own background document (PK), the RE as the @RR
+reranker, the LM's summary as the @CP compressor, and `&` concatenation (web search, SE, needs a
+search backend and is left to `eor.WebSearchRetriever`'s users). By default every retriever's
+passages are read by the trained generator with RE-weighted marginalization (RE-RAG eq. 6); with
+an `llm`, as in the EoR paper, by that LM with its RALM prompts (appendix C.2).
 """
 from __future__ import annotations
 
@@ -10,11 +13,11 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
-from eor import (BM25Retriever, DenseRetriever, Encoder, EoRConfig, EoRReport, NoRetriever, Passage,
-                 Registry, evaluate_eor, load_corpus)
+from eor import (RALM_PROMPT, RETRIEVAL_FREE_PROMPT, BM25Retriever, DenseRetriever, Encoder, EoRConfig, EoRReport,
+                 NoRetriever, ParametricRetriever, Passage, Registry, evaluate_eor, load_corpus)
 from rerag.data.fid_format import read_fid
 from rerag.infer.export import load_checkpoint
-from erag.lm import resolve
+from erag.lm import load_lm, resolve
 from rerag.infer.readers import ParametricReader, RAGReader
 
 
@@ -50,6 +53,7 @@ def run_eor(
     output_dir: str = "outputs/eor",
     eor: EoRConfig = EoRConfig(),
     test_file: str | None = None,
+    llm: str | None = None,
 ) -> EoRReport:
     """Evaluate each retriever of `pool` and EoR over it with the checkpoint's RE-RAG reader.
 
@@ -57,7 +61,7 @@ def run_eor(
         checkpoint: a RE-RAG Lightning checkpoint (`rerag fit` writes them).
         questions_file: a FiD-format file; its questions and answers are used, its contexts not.
         corpus_file: JSONL passages `{"id", "title", "text"}` (`rerag make-demo-data` writes one).
-        pool: retriever names over the bases BM25, Dense, ReFree and the op @RR (the trained RE).
+        pool: retriever names over the bases BM25, Dense, ReFree, PK and the ops @RR (the trained RE) and @CP.
         candidates: passages each base retriever returns before any op.
         dense_encoder: a sentence-transformers or HF encoder folder (`package:path` allowed).
         max_questions: evaluate only the first N questions.
@@ -65,6 +69,9 @@ def run_eor(
         eor: the voter's metrics, train split and weight search (`eor.EoRConfig`).
         test_file: a FiD file of test questions (the paper's protocol): the weights are learned on all of
             `questions_file` (the validation split) and reported on these; `eor.train_fraction` is then unused.
+        llm: a Hugging Face LM (causal through its chat template, or seq2seq) that reads every retriever's
+            passages in one prompt with the paper's RALM prompts and writes PK documents and @CP summaries
+            (default: the checkpoint's generator, RE-weighted, which writes PK and @CP text of answer length).
     """
     estimator, generator = load_checkpoint(checkpoint)
     records = list(read_fid(questions_file))[:max_questions]
@@ -74,13 +81,20 @@ def run_eor(
         test_indices = range(len(records), len(records) + len(test_records))
         records += test_records
     corpus: list[Passage] = load_corpus(corpus_file)
-    bases = [BM25Retriever(corpus, k=candidates), NoRetriever()]
+    lm = load_lm(llm) if llm else generator.as_lm()
+
+    def write(prompts: list[str]) -> list[str]:  # PK documents and @CP summaries
+        return lm.generate(prompts)[0]
+
+    bases = [BM25Retriever(corpus, k=candidates), NoRetriever(), ParametricRetriever(write)]
     if any("Dense" in name for name in pool):
         bases.append(DenseRetriever(corpus, Encoder(resolve(dense_encoder)), k=candidates))
-    registry = Registry(bases, rerankers={"RR": estimator.score})
-    lm = generator.as_lm()
-    # Retrieval-free: the generator's own input format with an empty context.
-    reader = PoolReader(RAGReader(lm, reranker=estimator.score), ParametricReader(lm, template=generator.template))
+    registry = Registry(bases, rerankers={"RR": estimator.score}, compressors={"CP": write})
+    if llm:
+        reader = PoolReader(RAGReader(lm, mode="ralm", template=RALM_PROMPT),
+                            ParametricReader(lm, template=RETRIEVAL_FREE_PROMPT))
+    else:  # retrieval-free: the generator's own input format with an empty context
+        reader = PoolReader(RAGReader(lm, reranker=estimator.score), ParametricReader(lm, template=generator.template))
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
     config = EoRConfig(**{**asdict(eor), "search": eor.search, "plots_dir": eor.plots_dir or str(out),
