@@ -71,7 +71,10 @@ def run_table(ws: Workspace, paper: str, name: str) -> dict:
     seconds = round(time.perf_counter() - start, 1)
     Path(ws.path(paper, f"{name}.md")).write_text(result.markdown + "\n")
     Path(ws.path(paper, f"{name}.json")).write_text(json.dumps(asdict(result), indent=2) + "\n")
-    runs = {u["name"]: u for u in ws.used}.values()
+    runs = []
+    for use in ws.used:  # each run once, as first asked for
+        if all(use["folder"] != r["folder"] for r in runs):
+            runs.append(use)
     return {"status": "done", "command": command, "scale": ws.scale_name, "seconds": seconds,
             "runs": [{k: u[k] for k in ("name", "seconds", "reused", "folder")} for u in runs],
             "seeds": sorted({u["seed"] for u in runs if u.get("seed") is not None}),
@@ -88,7 +91,8 @@ def reproduce(paper: Literal["re-rag", "eor", "erag", "all"], tables: list[str] 
         paper: re-rag, eor, erag or all.
         tables: the tables and figures to make (e.g. table2 figure1; default: all of the paper's).
         scale: toy = a few steps on a tiny world (the mechanics); quick = the demo world, the main model
-            600 steps and each ablation 300; full = the demo's settings (1,200 steps each).
+            600 steps, each ablation and baseline 200, EoR and eRAG on 100 questions per split; full = the
+            demo's settings (1,200 steps each, every question).
         out: output folder: <paper>/<table>.md, .json and .png, runs/ (the cache) and index.json.
         doc: the Markdown report, rewritten from the index (None: do not write it).
         fit_config: the `rerag fit` config every model starts from (a real-data config runs the paper scale).

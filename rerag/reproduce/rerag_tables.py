@@ -17,7 +17,7 @@ from rerag.reproduce.workspace import Workspace
 
 
 def _main(ws: Workspace) -> dict:
-    return ws.fit("rerag")
+    return ws.fit("rerag", test=True)
 
 
 def _em(predictions: list[dict]) -> float:
@@ -94,7 +94,8 @@ def _classification(dev: list[dict], test: list[dict]) -> dict[str, Any]:
 def _pointwise(ws: Workspace) -> dict:
     """The MonoT5-style baseline: the same RE trained pointwise on has-answer alone (BCE on
     sigmoid(s), `alpha_anchor`), without the generator's signal (alpha_re = alpha_tok = 0)."""
-    return ws.fit("pointwise", steps=ws.scale.ablation_steps, alpha_re=0.0, alpha_tok=0.0, alpha_anchor=1.0)
+    return ws.fit("pointwise", steps=ws.scale.ablation_steps, validate=False, alpha_re=0.0, alpha_tok=0.0,
+                  alpha_anchor=1.0)
 
 
 def _re_sets(ws: Workspace, run: dict) -> dict[str, list[dict]]:
@@ -180,9 +181,9 @@ def table11(ws: Workspace) -> Result:
     return _mixed(ws, _retriever_sets(ws, _main(ws)))
 
 
-def _ablation(ws: Workspace, **switches: Any) -> dict:
+def _ablation(ws: Workspace, validate: bool = True, **switches: Any) -> dict:
     """RE-RAG trained for the scale's ablation steps, with one switch changed (none: the reference)."""
-    return ws.fit("ablation", steps=ws.scale.ablation_steps, **switches)
+    return ws.fit("ablation", steps=ws.scale.ablation_steps, validate=validate, **switches)
 
 
 def _test_records(ws: Workspace) -> list[dict]:
@@ -203,8 +204,8 @@ def table6(ws: Workspace) -> Result:
 
     k, records = ws.top_k, _test_records(ws)
     estimator, rerag_generator = load_checkpoint(_ablation(ws)["checkpoint"])
-    baseline = load_checkpoint(ws.fit("baseline", steps=ws.scale.ablation_steps, marginalize_with="retriever")
-                               ["checkpoint"])[1]
+    baseline = load_checkpoint(ws.fit("baseline", steps=ws.scale.ablation_steps, validate=False,
+                                      marginalize_with="retriever")["checkpoint"])[1]
     with torch.no_grad():
         re_scores = [estimator.score(r["question"], r["ctxs"]) for r in records]
     retriever_scores = [torch.tensor([float(c.get("score", 0.0)) for c in r["ctxs"]]) for r in records]
@@ -233,7 +234,8 @@ def table7(ws: Workspace) -> Result:
     from rerag.infer.export import load_checkpoint
 
     means = {}
-    for name, run in (("RE-RAG", _ablation(ws)), ("- normalization", _ablation(ws, normalize_re=False))):
+    runs = {"RE-RAG": _ablation(ws), "- normalization": _ablation(ws, validate=False, normalize_re=False)}
+    for name, run in runs.items():
         estimator = load_checkpoint(run["checkpoint"])[0]
         p_true, re = [], []
         with torch.no_grad():

@@ -48,7 +48,7 @@ SCALES = {
         "data.init_args.n_eval_contexts": 20, "model.recall_ks": [1, 5, 10, 20], "model.eval_depths": [10],
         "trainer.val_check_interval": 4, "trainer.limit_val_batches": 1}),
     # The demo's world and models, shortened training: the whole paper set within an hour on 2 cores.
-    "quick": Scale(fit_steps=600, ablation_steps=300, questions=200, overrides={"trainer.val_check_interval": 300}),
+    "quick": Scale(fit_steps=600, ablation_steps=200, questions=100, overrides={"trainer.val_check_interval": 300}),
     # The demo's settings.
     "full": Scale(fit_steps=None, ablation_steps=1200, questions=None),
 }
@@ -93,17 +93,22 @@ class Workspace:
 
     # -- training ---------------------------------------------------------------------------------
 
-    def fit(self, name: str, steps: int | None = None, **model: Any) -> dict:
+    def fit(self, name: str, steps: int | None = None, validate: bool = True, test: bool = False,
+            **model: Any) -> dict:
         """Train RE-RAG on the config with `model.*` overrides for `steps` (default: the scale's main
-        run), then validate and test the best checkpoint. Returns its checkpoint, val/* and test/*."""
+        run). Returns its checkpoint (best by dev EM, or the last without validation), the last
+        validation's val/* and, with `test`, the test/* of the checkpoint (and `rerag test`'s
+        per-question results in its folder)."""
         steps = steps if steps is not None else self.scale.fit_steps
         overrides = {**self.scale.overrides, "data.init_args.data_dir": self.data_dir,
                      **{f"model.{k}": v for k, v in model.items()}}
         if steps is not None:
             overrides["trainer.max_steps"] = steps
             overrides["trainer.val_check_interval"] = min(overrides.get("trainer.val_check_interval", steps), steps)
-        key = {"config": yaml.safe_load(self.config.read_text()), "overrides": overrides}  # comments aside
-        return self.step(name, key, lambda folder: _fit(self.config, overrides, folder))
+        if not validate:
+            overrides["trainer.limit_val_batches"] = 0
+        key = {"config": yaml.safe_load(self.config.read_text()), "overrides": overrides, "test": test}
+        return self.step(name, key, lambda folder: _fit(self.config, overrides, folder, test))
 
     # -- the `rerag` subcommands on a trained model -------------------------------------------------
 
@@ -162,8 +167,8 @@ def _link(source: Path, target: Path) -> None:
         target.symlink_to(source.resolve(), target_is_directory=True)
 
 
-def _fit(config: Path, overrides: dict[str, Any], folder: Path) -> dict:
-    """`rerag fit` with its outputs in `folder`: fit, then validate and test the best checkpoint."""
+def _fit(config: Path, overrides: dict[str, Any], folder: Path, test: bool) -> dict:
+    """`rerag fit` with its outputs in `folder` (and, with `test`, `rerag test` of its checkpoint)."""
     from lightning.pytorch.callbacks import ModelCheckpoint
 
     from rerag.callbacks import LearningCurve, MetricsWriter
@@ -188,7 +193,7 @@ def _fit(config: Path, overrides: dict[str, Any], folder: Path) -> dict:
     trainer, model, data = cli.trainer, cli.model, cli.datamodule
     trainer.fit(model, datamodule=data)
     best = trainer.checkpoint_callback.best_model_path or str(folder / "checkpoints" / "last.ckpt")
-    val = trainer.validate(model, datamodule=data, ckpt_path=best, verbose=False)[0]
-    test = trainer.test(model, datamodule=data, ckpt_path=best, verbose=False)[0]
+    val = {k: float(v) for k, v in trainer.callback_metrics.items() if k.startswith("val/")}
+    tested = trainer.test(model, datamodule=data, ckpt_path=best, verbose=False)[0] if test else {}
     return {"checkpoint": best, "steps": trainer.global_step, "seed": cli.config.get("seed_everything"),
-            "val": {k: float(v) for k, v in val.items()}, "test": {k: float(v) for k, v in test.items()}}
+            "val": val, "test": {k: float(v) for k, v in tested.items()}}
