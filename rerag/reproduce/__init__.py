@@ -101,8 +101,9 @@ def reproduce(paper: Literal["re-rag", "eor", "erag", "all"], tables: list[str] 
         llm: a Hugging Face LM for the LLM-reader rows of Table 1 and the closed-book fallback of
             Table 5 (default: the trained generator).
     """
+    start = time.perf_counter()
     ws = Workspace(out, scale, fit_config, data_dir, top_k, llm)
-    index_path = Path(out) / "index.json"
+    index_path, calls_path = Path(out) / "index.json", Path(out) / "invocations.json"
     index = json.loads(index_path.read_text()) if index_path.exists() else {}
     for p, name in selected(paper, tables):
         print(f"[reproduce] {p} {name} ...", flush=True)
@@ -111,8 +112,13 @@ def reproduce(paper: Literal["re-rag", "eor", "erag", "all"], tables: list[str] 
         index_path.write_text(json.dumps(index, indent=2) + "\n")
         print(f"[reproduce] {p} {name}: {entry['status']}" + (f" in {entry['seconds']} s" if "seconds" in entry else ""),
               flush=True)
+    calls = json.loads(calls_path.read_text()) if calls_path.exists() else []
+    calls.append({"command": " ".join(["rerag reproduce", paper, *(tables or []), "--scale", scale]),
+                  "minutes": round((time.perf_counter() - start) / 60, 1),
+                  "new_runs": len([u for u in ws.used if not u["reused"]])})
+    calls_path.write_text(json.dumps(calls, indent=2) + "\n")
     if doc:
-        Path(doc).write_text(document(index, out))
+        Path(doc).write_text(document(index, out, calls))
         print(f"[reproduce] {doc} <- {index_path}")
     return index
 
@@ -124,8 +130,9 @@ def _machine() -> str:
     return f"{device}; Python {platform.python_version()}, torch {torch.__version__}"
 
 
-def document(index: dict, out: str) -> str:
-    """REPRODUCTION.md: per paper, per table, the paper's numbers beside ours, the command, seeds, time."""
+def document(index: dict, out: str, calls: list[dict] = ()) -> str:
+    """REPRODUCTION.md: per paper, per table, the paper's numbers beside ours, the command, seeds, time;
+    and the wall time of each `rerag reproduce` call that filled the output folder (`calls`)."""
     paper = paper_numbers()
     done = [e for tables in index.values() for e in tables.values() if e["status"] == "done"]
     scales = sorted({e["scale"] for e in done})
@@ -135,6 +142,9 @@ def document(index: dict, out: str) -> str:
              "that made it, its seeds and its wall time, and one line where ours differs in kind.", "",
              f"- Machine: {_machine()}.",
              f"- Scales in this file: {', '.join(scales) or 'none'} (`--scale`; see `rerag reproduce --help`).",
+             "- The calls that filled the output folder, in order (wall time; runs made, not read back from the "
+             "cache): " + ("; ".join(f"`{c['command']}` {c['minutes']} min ({c['new_runs']} runs made)" for c in calls)
+                           or "none recorded") + ".",
              f"- Outputs (Markdown, JSON, PNG): `{out}/<paper>/`. A table's time counts the runs it started; "
              "runs it reused from the cache are listed with the time they took when made.",
              "- The world is the demo's synthetic one (`configs/demo.yaml`) unless `--fit_config` says otherwise: "

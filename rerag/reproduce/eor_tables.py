@@ -16,7 +16,7 @@ POOL = ["BM25@5", "Dense@5", "BM25@RR@5", "BM25@3&Dense@3", "ReFree"]
 def _eor(ws: Workspace) -> dict:
     from rerag.integrations.eor_evaluation import run_eor
 
-    run = ws.fit("rerag")
+    run = ws.main()
 
     def go(folder: Path) -> dict:
         report = run_eor(checkpoint=run["checkpoint"], questions_file=ws.split_file("dev"),

@@ -16,7 +16,7 @@ TOP_K = 10
 def _erag(ws: Workspace, ranking: str, top_k: int = TOP_K) -> dict:
     from rerag.integrations.erag_evaluation import run_erag
 
-    run = ws.fit("rerag")
+    run = ws.main()
     metrics = [m.format(k=top_k) for m in METRICS]
 
     def go(folder: Path) -> dict:

@@ -16,10 +16,6 @@ from rerag.reproduce.result import Result, markdown_table
 from rerag.reproduce.workspace import Workspace
 
 
-def _main(ws: Workspace) -> dict:
-    return ws.fit("rerag", test=True)
-
-
 def _em(predictions: list[dict]) -> float:
     from erag.answers import exact_match
 
@@ -29,7 +25,7 @@ def _em(predictions: list[dict]) -> float:
 def table1(ws: Workspace) -> Result:
     """EM of RE-RAG against the same generator reading the retriever's order, and the RE with an
     LM reader by RAG marginalization (eq. 6) and by RALM concatenation."""
-    run = _main(ws)
+    run = ws.main()
     test, k = run["test"], ws.top_k
     reader = ws.llm or "the RE-RAG generator"
     rows = [[f"generator, retriever's top {k} (retriever order)", 100 * test["test/em_retriever_order"]],
@@ -44,7 +40,7 @@ def table1(ws: Workspace) -> Result:
 def table2(ws: Workspace) -> Result:
     """Recall@k of the RE reranking the retriever's list (top 100 in the paper) against the
     retriever's own order, and over the first 20 (the depth it was trained at)."""
-    test = _main(ws)["test"]
+    test = ws.main()["test"]
     ks = sorted(int(k.rsplit("@", 1)[1]) for k in test if k.startswith("test/re_recall@"))
     depths = sorted({k.split("/")[1] for k in test if k.startswith("test/top")})
     rows = [["retriever (list order)", *(100 * test[f"test/retriever_recall@{k}"] for k in ks)],
@@ -106,7 +102,7 @@ def table3(ws: Workspace) -> Result:
     """Classifying the kept top-k as unanswerable (no context holds an answer) by confidence <
     threshold, the threshold searched on dev: the RE, a MonoT5-style pointwise reranker, the
     retriever's own score, and calling every set unanswerable."""
-    run = _main(ws)
+    run = ws.main()
     sets = {"RE-RAG (set-calibrated RE)": _re_sets(ws, run),
             "MonoT5-style pointwise (set-calibrated)": _re_sets(ws, _pointwise(ws)),
             "retriever's score (Platt-calibrated)": _retriever_sets(ws, run)}
@@ -136,12 +132,12 @@ def _accuracy(ws: Workspace, sets: dict[str, list[dict]], figure: str) -> Result
 def table4(ws: Workspace) -> Result:
     """Accuracy on the answerable (O) and unanswerable (X) test sets before and after answering
     "unanswerable" below the dev threshold; X counts only "unanswerable" outputs as right."""
-    return _accuracy(ws, _re_sets(ws, _main(ws)), "table4_risk_coverage.png")
+    return _accuracy(ws, _re_sets(ws, ws.main()), "table4_risk_coverage.png")
 
 
 def table12(ws: Workspace) -> Result:
     """Table 4 with the retriever's own score as the confidence, over the retriever's top k."""
-    result = _accuracy(ws, _retriever_sets(ws, _main(ws)), "table12_risk_coverage.png")
+    result = _accuracy(ws, _retriever_sets(ws, ws.main()), "table12_risk_coverage.png")
     result.differs = "BM25's top score, Platt-calibrated on dev, stands for FiD-KD's cosine similarity"
     return result
 
@@ -159,7 +155,7 @@ def _mixed(ws: Workspace, sets: dict[str, list[dict]]) -> Result:
 
         reader = ParametricReader(load_lm(ws.llm))
     else:
-        generator = load_checkpoint(_main(ws)["checkpoint"])[1]
+        generator = load_checkpoint(ws.main()["checkpoint"])[1]
         reader = ParametricReader(generator.as_lm(), template=generator.template)
     mixed = unanswerable.mixed_strategy(test, reader([r["question"] for r in test]), threshold)
     rows = [[unanswerable.MIXED_NAMES[name], 100 * mixed[name]["em"], 100 * mixed[name]["f1"]]
@@ -172,13 +168,13 @@ def _mixed(ws: Workspace, sets: dict[str, list[dict]]) -> Result:
 
 def table5(ws: Workspace) -> Result:
     """The mixed strategy: below the dev threshold, a closed-book LM answers instead of RE-RAG."""
-    return _mixed(ws, _re_sets(ws, _main(ws)))
+    return _mixed(ws, _re_sets(ws, ws.main()))
 
 
 def table11(ws: Workspace) -> Result:
     """Table 5 with the retriever's own score as the confidence: the generator reads the retriever's
     top k, and below the threshold the closed-book LM answers."""
-    return _mixed(ws, _retriever_sets(ws, _main(ws)))
+    return _mixed(ws, _retriever_sets(ws, ws.main()))
 
 
 def _ablation(ws: Workspace, validate: bool = True, **switches: Any) -> dict:

@@ -86,6 +86,10 @@ class Workspace:
                           "seed": result.get("seed")})
         return result
 
+    def main(self) -> dict:
+        """The main RE-RAG model of every paper's tables: the config trained for the scale's steps, tested."""
+        return self.fit("rerag", test=True)
+
     def path(self, paper: str, name: str) -> str:
         """Where a table or figure file of `paper` goes: OUT/<paper>/<name>."""
         (self.out / paper).mkdir(parents=True, exist_ok=True)

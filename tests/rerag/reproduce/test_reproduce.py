@@ -70,6 +70,7 @@ def test_toy_reproduction_of_one_table_per_paper(tmp_path):
     erag = json.loads((out / "erag" / "table1.json").read_text())["data"]
     assert set(erag) == {"retriever", "re"} and "erag" in erag["re"]["correlation"]
 
+    assert len(list((out / "runs").glob("rerag-*"))) == 1  # one main model serves the three papers
     text = doc.read_text()
     for paper, name in (("re-rag", "table1"), ("re-rag", "table2"), ("eor", "table1"), ("erag", "table1")):
         assert f"`rerag reproduce {paper} {name} --scale toy`" in text
