@@ -9,7 +9,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from eor.analysis import mrlr, oracle_upper_bound, rwr_matrix
+from eor.analysis import ERRORS, error_decomposition, mrlr, oracle_upper_bound, rwr_matrix
 from eor.learning import SearchConfig, learn_weights
 from eor.plots import plot_boxplot, plot_heatmap
 from eor.reader import Reader, read_pool
@@ -32,7 +32,7 @@ class EoRConfig:
         question is a test question.
     save_weights: where to write the learned weights (JSON), if anywhere.
     batch_size: questions per reader call.
-    plots_dir: where to write rwr_heatmap.png and upper_bound.png, if anywhere.
+    plots_dir: where to write rwr_heatmap.png, upper_bound.png and error_rwr_<error>.png, if anywhere.
     search: the Nelder-Mead weight search (paper defaults: bound 0.6, threshold 0.1, mean pooling).
     """
 
@@ -49,7 +49,8 @@ class EoRConfig:
 @dataclass
 class EoRReport:
     """Test-split results. retriever_em/f1 and mrlr_* are keyed by retriever name; mrlr_with_eor
-    adds the key "EoR". Scores are percentages, MRLR values fractions."""
+    adds the key "EoR". Scores are percentages, MRLR values fractions. error_rates: per error type
+    of appendix B, the share of the kept test questions on which each retriever's RALM makes it."""
 
     retriever_em: dict[str, float]
     retriever_f1: dict[str, float]
@@ -61,6 +62,7 @@ class EoRReport:
     train_accuracy: float | None
     num_train: int
     num_test: int
+    error_rates: dict[str, dict[str, float]] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -124,8 +126,14 @@ def evaluate_eor(
     eor_em, eor_f1 = em[chosen, test], f1[chosen, test]
     correct = em[:, test] > 0
     with_eor = np.vstack([correct, eor_em[None] > 0])
+    errors = error_decomposition([[row[n] for n in test] for row in pool.answers],
+                                 [["\n".join(pool.contexts[r][n]) for n in test] for r in range(len(pool.names))],
+                                 [gold_answers[n] for n in test])
     if config.plots_dir:
         plot_heatmap(rwr_matrix(with_eor), [*pool.names, "EoR"], Path(config.plots_dir) / "rwr_heatmap.png", "RWR (eq. 1)")
+        for error in ERRORS:  # figure 4
+            plot_heatmap(errors.rwr[error], pool.names, Path(config.plots_dir) / f"error_rwr_{error}.png",
+                         f"RWR of {error.replace('_', ' ')} errors (-1: undefined)")
         plot_boxplot(
             {str(k): 100 * v for k, v in oracle_upper_bound(correct, max_combinations=500, seed=config.seed).items()},
             Path(config.plots_dir) / "upper_bound.png", "Oracle upper bound by pool size", "EM (%)",
@@ -142,4 +150,5 @@ def evaluate_eor(
         train_accuracy=train_accuracy,
         num_train=len(train),
         num_test=len(test),
+        error_rates={e: dict(zip(pool.names, (100 * errors.rates[e]).tolist())) for e in ERRORS},
     )

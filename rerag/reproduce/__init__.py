@@ -29,9 +29,7 @@ REGISTRY: dict[str, dict[str, Callable[[Workspace], Result] | str]] = {
     "re-rag": {**rerag_tables.TABLES,
                "figure2": "needs RE-RAG models of several sizes trained on one world; not built yet"},
     "eor": {**eor_tables.TABLES,
-            "figure2": "MRLR boxes over several datasets: one world is at hand; not built yet",
-            "figure4": "error RWR by error type (eor.analysis.error_decomposition) needs the pool's passages "
-                       "kept per question; not wired into `rerag eor` yet"},
+            "figure2": "MRLR boxes over several datasets: one world is at hand; not built yet"},
     "erag": {**erag_tables.TABLES,
              "figure2": "needs readers of several sizes trained on one world; not built yet",
              "figure3": "needs an in-prompt (concatenation) reader beside FiD as the judge; not built yet"},

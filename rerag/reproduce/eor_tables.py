@@ -76,6 +76,18 @@ def figure5(ws: Workspace) -> Result:
     return Result("Oracle EM of every sub-pool by pool size (boxes), the best single retriever dashed.", {}, [path])
 
 
+def figure4(ws: Workspace) -> Result:
+    """RWR of each error type of appendix B (retriever, hallucination, extraction, lucky guess)
+    between every pair of retrievers, and each retriever's error rates."""
+    done = _eor(ws)
+    rates = done["report"]["error_rates"]
+    paths = [_figure(ws, done, f"error_rwr_{e}.png", f"figure4_error_rwr_{e}.png") for e in rates]
+    rows = [[name, *(f"{rates[e][name]:.1f}" for e in rates)] for name in done["report"]["retriever_em"]]
+    return Result("Share (%) of the kept test questions with each error:\n\n"
+                  + markdown_table(["retriever", *rates], rows), {"error_rates": rates}, paths,
+                  differs="correctness is exact match (the paper used BEM)")
+
+
 def _bars(ws: Workspace, values: dict[str, float], target: str, title: str, ylabel: str) -> str:
     from eor.plots import plot_bars
 
@@ -102,4 +114,4 @@ def figure6(ws: Workspace) -> Result:
 
 
 TABLES = {"table1": table1, "table2": table2, "table4": table4, "figure1": figure1, "figure3": figure3,
-          "figure5": figure5, "figure6": figure6}
+          "figure4": figure4, "figure5": figure5, "figure6": figure6}

@@ -31,15 +31,16 @@ def table1(ws: Workspace) -> Result:
     rows = [[f"generator, retriever's top {k} (retriever order)", 100 * test["test/em_retriever_order"]],
             [f"RE-RAG: generator, RE's top {k}, P_RE marginalization", 100 * test["test/em"]]]
     for mode, label in (("rag", "RAG marginalization over the RE's top k"), ("ralm", "RALM: RE's top k in one prompt")):
-        rows.append([f"{reader}, {label}", _em(ws.predictions(run, "test", k, calibrated=False, mode=mode, llm=ws.llm))])
-    data = {"em": {row[0]: row[1] for row in rows}, "top_k": k, "questions": len(ws.predictions(run, "test", k, calibrated=False))}
+        predictions = ws.predictions(run, "test", k, calibrated=False, mode=mode, llm=ws.llm)
+        rows.append([f"{reader}, {label}", _em(predictions)])
+    data = {"em": {row[0]: row[1] for row in rows}, "top_k": k, "questions": len(predictions)}
     return Result(markdown_table(["system", "test EM"], rows), data,
                   differs=None if ws.llm else "no LLM given (--llm): the LM rows read with the trained generator")
 
 
 def table2(ws: Workspace) -> Result:
-    """Recall@k of the RE reranking the retriever's list (top 100 in the paper) against the
-    retriever's own order, and over the first 20 (the depth it was trained at)."""
+    """Recall@k of the RE reranking the retriever's whole list (top 100 in the paper) against the
+    retriever's own order, and reranking only the retriever's first d (the config's `eval_depths`)."""
     test = ws.main()["test"]
     ks = sorted(int(k.rsplit("@", 1)[1]) for k in test if k.startswith("test/re_recall@"))
     depths = sorted({k.split("/")[1] for k in test if k.startswith("test/top")})

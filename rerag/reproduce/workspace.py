@@ -12,7 +12,7 @@ import json
 import time
 import warnings
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -134,7 +134,7 @@ class Workspace:
             estimator = folder / "estimator"
             _copy(self.exported(run) / "estimator", estimator)
             calibrate(estimator=str(estimator), dev=self.split_file("dev"), test=self.split_file("test"),
-                      out=str(folder), top_k=top_k, depth=depth, device="cpu")
+                      out=str(folder), top_k=top_k, depth=depth)
             return {"estimator": str(estimator),
                     "report": json.loads((folder / "calibration_report.json").read_text())}
 
@@ -152,7 +152,7 @@ class Workspace:
             _link(Path(estimator), export_dir / "estimator")
             _link(self.exported(run) / "generator", export_dir / "generator")
             predict_file(input=self.split_file(split), output=str(folder / "predictions.jsonl"),
-                         export_dir=str(export_dir), top_k=top_k, depth=depth, mode=mode, llm=llm, device="cpu")
+                         export_dir=str(export_dir), top_k=top_k, depth=depth, mode=mode, llm=llm)
             return {"predictions": str(folder / "predictions.jsonl")}
 
         done = self.step("predict", [run["checkpoint"], split, top_k, depth, calibrated, mode, llm], go)

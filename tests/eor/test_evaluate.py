@@ -3,6 +3,7 @@ import json
 import pytest
 
 from eor import BM25Retriever, EoRConfig, NoRetriever, Registry, evaluate_eor, load_corpus
+from eor.analysis import ERRORS
 
 QUESTIONS = [
     ("What is the capital of France?", ["Paris"]),
@@ -38,6 +39,9 @@ def test_evaluation_learns_weights_and_reports(pool, tmp_path):
     assert json.loads((tmp_path / "w.json").read_text())["retrievers"].keys() == report.retriever_em.keys()
     assert (tmp_path / "plots" / "rwr_heatmap.png").exists() and (tmp_path / "plots" / "upper_bound.png").exists()
     assert "| EoR |" in report.table() and report.to_dict()["weights"]["pooling"] == "mean"
+    assert all((tmp_path / "plots" / f"error_rwr_{e}.png").exists() for e in ERRORS)  # figure 4
+    assert set(report.error_rates) == set(ERRORS)
+    assert report.error_rates["retriever"]["ReFree"] == 100.0  # it reads nothing: every question a retriever error
 
     reloaded = evaluate_eor(*zip(*QUESTIONS), pool, first_word_reader, EoRConfig(weights=str(tmp_path / "w.json")))
     assert (reloaded.num_train, reloaded.num_test, reloaded.train_accuracy) == (0, 8, None)
