@@ -54,6 +54,7 @@ def run_erag(
     downstream_metric: str = "em",
     max_questions: int | None = None,
     output_dir: str = "outputs/erag",
+    reader: Literal["rag", "ralm"] = "rag",
 ) -> dict:
     """Evaluate a ranking of `data_file`'s contexts with eRAG and correlate it with end-to-end EM.
 
@@ -66,13 +67,16 @@ def run_erag(
         downstream_metric: em, f1, accuracy or rougeL.
         max_questions: evaluate only the first N questions.
         output_dir: where erag_report.json and erag_scatter.png go.
+        reader: how the generator reads a list: rag = each document alone, answers marginalized with
+            P_RE (FiD-like fusion of per-document evidence); ralm = the documents in one prompt (in-prompt
+            augmentation). eRAG's per-document labels read one document either way.
     """
     estimator, generator = load_checkpoint(checkpoint)
     records = list(read_fid(data_file))[:max_questions]
     with torch.no_grad():
         results, expected = rank_records(records, estimator if ranking == "re" else None, top_k)
-        reader = RAGReader(generator.as_lm(), reranker=estimator.score)
-        result = erag.compare_with_end_to_end(results, expected, reader, downstream_metric, metrics)
+        lm = RAGReader(generator.as_lm(), mode=reader, reranker=estimator.score)
+        result = erag.compare_with_end_to_end(results, expected, lm, downstream_metric, metrics)
     out = Path(output_dir)
     erag.write_report(result, out / "erag_report.json", out / "erag_scatter.png")
     print(f"end-to-end {downstream_metric}: {result['end_to_end']['aggregated']:.4f}")

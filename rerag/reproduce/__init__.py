@@ -31,8 +31,7 @@ REGISTRY: dict[str, dict[str, Callable[[Workspace], Result] | str]] = {
     "eor": {**eor_tables.TABLES,
             "figure2": "MRLR boxes over several datasets: one world is at hand; not built yet"},
     "erag": {**erag_tables.TABLES,
-             "figure2": "needs readers of several sizes trained on one world; not built yet",
-             "figure3": "needs an in-prompt (concatenation) reader beside FiD as the judge; not built yet"},
+             "figure2": "needs readers of several sizes trained on one world; not built yet"},
 }
 
 

@@ -13,7 +13,7 @@ METRICS = ["MAP", "MRR", "NDCG@{k}", "P@{k}", "R@{k}", "Hit@{k}"]
 TOP_K = 10
 
 
-def _erag(ws: Workspace, ranking: str, top_k: int = TOP_K) -> dict:
+def _erag(ws: Workspace, ranking: str, top_k: int = TOP_K, reader: str = "rag") -> dict:
     from rerag.integrations.erag_evaluation import run_erag
 
     run = ws.main()
@@ -21,11 +21,13 @@ def _erag(ws: Workspace, ranking: str, top_k: int = TOP_K) -> dict:
 
     def go(folder: Path) -> dict:
         result = run_erag(checkpoint=run["checkpoint"], data_file=ws.split_file("test"), ranking=ranking,
-                          top_k=top_k, metrics=metrics, max_questions=ws.scale.questions, output_dir=str(folder))
+                          top_k=top_k, metrics=metrics, max_questions=ws.scale.questions, output_dir=str(folder),
+                          reader=reader)
         return {"end_to_end": result["end_to_end"]["aggregated"], "correlation": result["correlation"],
                 "aggregated": {name: s["aggregated"] for name, s in result["labelings"].items()}}
 
-    return ws.step("erag", [run["checkpoint"], ranking, top_k, metrics, ws.scale.questions], go)
+    key = [run["checkpoint"], ranking, top_k, metrics, ws.scale.questions] + ([reader] if reader != "rag" else [])
+    return ws.step("erag", key, go)
 
 
 def _tau(c: dict) -> str:
@@ -64,6 +66,23 @@ def figure1(ws: Workspace) -> Result:
                   {"k": ks, "kendall_tau": taus}, [path])
 
 
+def figure3(ws: Workspace) -> Result:
+    """Kendall's tau against end-to-end EM when the reader fuses per-document answers (FiD-like, eq. 6
+    marginalization) and when it reads the documents in one prompt (in-prompt augmentation), BM25 lists."""
+    readers = {"per-document fusion (rag)": "rag", "in-prompt (ralm)": "ralm"}
+    results = {name: _erag(ws, "retriever", TOP_K, mode) for name, mode in readers.items()}
+    metrics = list(results["per-document fusion (rag)"]["correlation"]["erag"])
+    rows = [[labeling, metric, *(_tau(r["correlation"][labeling][metric]) for r in results.values())]
+            for labeling in ("erag", "contains_answer") for metric in metrics]
+    e2e = ", ".join(f"{name}: {100 * r['end_to_end']:.1f}" for name, r in results.items())
+    taus = {name: [r["correlation"]["erag"][m].get("kendall_tau") for m in metrics] for name, r in results.items()}
+    path = plot_lines(metrics, taus, ws.path("erag", "figure3_readers.png"), "eRAG's correlation by reader",
+                      "eRAG metric", "Kendall's tau with end-to-end EM")
+    return Result(f"End-to-end EM ({TOP_K} documents): {e2e}.\n\n"
+                  + markdown_table(["labeling", "metric", *results], rows), results, [path],
+                  differs="the paper compares a FiD T5 with in-prompt LLMs; here one generator reads both ways")
+
+
 def table2(ws: Workspace) -> Result:
     """Runtime and peak memory of eRAG against end-to-end evaluation (`benchmarks/erag_cost.py`)."""
     sizes = {"toy": ["--d-model", "32", "--d-ff", "64", "--layers", "1", "--heads", "2", "--vocab", "512",
@@ -81,4 +100,4 @@ def table2(ws: Workspace) -> Result:
                   differs="CPU processes and resident memory, not GPU time and GPU memory; a random-init reader")
 
 
-TABLES = {"table1": table1, "table2": table2, "figure1": figure1}
+TABLES = {"table1": table1, "table2": table2, "figure1": figure1, "figure3": figure3}

@@ -44,3 +44,21 @@ def test_erag_callback_logs_during_fit(module_kwargs, data_kwargs, tmp_path):
                         num_sanity_val_steps=0, callbacks=[callback], default_root_dir=tmp_path)
     trainer.fit(RERAGModule(**module_kwargs), datamodule=RERAGDataModule(**data_kwargs))
     assert {"erag/P@3", "erag/MRR"} <= set(trainer.callback_metrics)
+
+
+def test_an_in_prompt_reader_changes_end_to_end_reading_not_the_document_labels(trained_checkpoint, world_dir,
+                                                                              tmp_path, monkeypatch):
+    """eRAG Figure 3's two readers: `ralm` puts the list in one prompt for the end-to-end score;
+    each document's label still comes from reading it alone."""
+    from rerag.infer.readers import RAGReader
+
+    modes = []
+    original = RAGReader.answer
+    monkeypatch.setattr(RAGReader, "answer", lambda self, q, c, w=None: modes.append((self.mode, max(map(len, c))))
+                        or original(self, q, c, w))
+    args = dict(checkpoint=trained_checkpoint, data_file=str(world_dir / "dev.jsonl"), top_k=4, metrics=["P@2"],
+                max_questions=4)
+    rag = run_erag(**args, output_dir=str(tmp_path / "rag"))
+    ralm = run_erag(**args, output_dir=str(tmp_path / "ralm"), reader="ralm")
+    assert rag["labelings"]["erag"]["labels"] == ralm["labelings"]["erag"]["labels"]
+    assert ("ralm", 4) in modes and ("rag", 4) in modes  # the end-to-end reading of the 4-document lists
