@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from rerag.infer import unanswerable
-from rerag.reproduce.result import Result, markdown_table
+from rerag.reproduce.result import Result, markdown_table, plot_lines
 from rerag.reproduce.workspace import Workspace
 
 
@@ -249,6 +249,35 @@ def table7(ws: Workspace) -> Result:
                                  rows), {"means": means, "steps": ws.scale.ablation_steps})
 
 
+def figure2(ws: Workspace) -> Result:
+    """Accuracy (EM) of the test questions binned by calibrated confidence, for REs of two sizes
+    (the demo's, and twice its width), both trained for the scale's ablation steps."""
+    import yaml
+
+    base = yaml.safe_load(ws.config.read_text())["model"]["estimator"]
+    wider = {**base, "config": {**base["config"], **{k: 2 * base["config"][k] for k in ("d_model", "d_ff", "d_kv")}}}
+    runs = {f"RE d_model {base['config']['d_model']}": _ablation(ws),
+            f"RE d_model {wider['config']['d_model']}": _ablation(ws, validate=False, estimator=wider)}
+    edges = np.linspace(0.0, 1.0, 6)
+    curves, counts = {}, {}
+    for name, run in runs.items():
+        test = ws.predictions(run, "test", ws.top_k)
+        confidence = np.array([p["confidence"] for p in test])
+        right = np.array([_em([p]) for p in test])
+        bins = np.clip(np.digitize(confidence, edges[1:-1]), 0, len(edges) - 2)
+        curves[name] = [float(right[bins == b].mean()) if (bins == b).any() else None for b in range(len(edges) - 1)]
+        counts[name] = [int((bins == b).sum()) for b in range(len(edges) - 1)]
+    centers = [round(float(c), 1) for c in (edges[:-1] + edges[1:]) / 2]
+    path = plot_lines(centers, curves, ws.path("re-rag", "figure2_confidence_accuracy.png"),
+                      "Accuracy by confidence and RE size", "set-level calibrated confidence (bin centre)", "test EM (%)")
+    rows = [[f"{edges[b]:.1f}-{edges[b + 1]:.1f}",
+             *(("-" if curves[n][b] is None else f"{curves[n][b]:.1f} ({counts[n][b]})") for n in runs)]
+            for b in range(len(edges) - 1)]
+    return Result("Test EM (questions) per confidence bin:\n\n" + markdown_table(["confidence", *runs], rows),
+                  {"bins": centers, "em": curves, "questions": counts}, [path],
+                  differs="the paper varies the generator's size (LLMs); here the RE's width varies, the generator is the demo's")
+
+
 def table8(ws: Workspace) -> Result:
     """Dev EM with and without L_re (alpha_re = 0), both trained for the scale's ablation steps."""
     runs = {"RE-RAG": _ablation(ws), "without L_re": _ablation(ws, alpha_re=0.0)}
@@ -258,4 +287,4 @@ def table8(ws: Workspace) -> Result:
 
 
 TABLES = {"table1": table1, "table2": table2, "table3": table3, "table4": table4, "table5": table5,
-          "table6": table6, "table7": table7, "table8": table8, "table11": table11, "table12": table12}
+          "figure2": figure2, "table6": table6, "table7": table7, "table8": table8, "table11": table11, "table12": table12}
