@@ -110,8 +110,7 @@ def reproduce(paper: Literal["re-rag", "eor", "erag", "all"], tables: list[str] 
               flush=True)
     calls = json.loads(calls_path.read_text()) if calls_path.exists() else []
     calls.append({"command": " ".join(["rerag reproduce", paper, *(tables or []), "--scale", scale]),
-                  "minutes": round((time.perf_counter() - start) / 60, 1),
-                  "new_runs": len([u for u in ws.used if not u["reused"]])})
+                  "minutes": round((time.perf_counter() - start) / 60, 1)})
     calls_path.write_text(json.dumps(calls, indent=2) + "\n")
     if doc:
         Path(doc).write_text(document(index, out, calls))
@@ -138,9 +137,9 @@ def document(index: dict, out: str, calls: list[dict] = ()) -> str:
              "that made it, its seeds and its wall time, and one line where ours differs in kind.", "",
              f"- Machine: {_machine()}.",
              f"- Scales in this file: {', '.join(scales) or 'none'} (`--scale`; see `rerag reproduce --help`).",
-             "- The calls that filled the output folder, in order (wall time; runs made, not read back from the "
-             "cache): " + ("; ".join(f"`{c['command']}` {c['minutes']} min ({c['new_runs']} runs made)" for c in calls)
-                           or "none recorded") + ".",
+             "- The calls that filled the output folder, in order, with their wall time (a later call reads back "
+             "what an earlier one made): " + ("; ".join(f"`{c['command']}` {c['minutes']} min" for c in calls)
+                                             or "none recorded") + ".",
              f"- Outputs (Markdown, JSON, PNG): `{out}/<paper>/`. A table's time counts the runs it started; "
              "runs it reused from the cache are listed with the time they took when made.",
              "- The world is the demo's synthetic one (`configs/demo.yaml`) unless `--fit_config` says otherwise: "
