@@ -84,7 +84,8 @@ def figure4(ws: Workspace) -> Result:
     paths = [_figure(ws, done, f"error_rwr_{e}.png", f"figure4_error_rwr_{e}.png") for e in rates]
     rows = [[name, *(f"{rates[e][name]:.1f}" for e in rates)] for name in done["report"]["retriever_em"]]
     return Result("Share (%) of the kept test questions with each error:\n\n"
-                  + markdown_table(["retriever", *rates], rows), {"error_rates": rates}, paths,
+                  + markdown_table(["retriever", *(f"{e.replace('_', ' ')} error" for e in rates)], rows),
+                  {"error_rates": rates}, paths,
                   differs="correctness is exact match (the paper used BEM)")
 
 
