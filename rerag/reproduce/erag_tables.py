@@ -26,8 +26,7 @@ def _erag(ws: Workspace, ranking: str, top_k: int = TOP_K, reader: str = "rag") 
         return {"end_to_end": result["end_to_end"]["aggregated"], "correlation": result["correlation"],
                 "aggregated": {name: s["aggregated"] for name, s in result["labelings"].items()}}
 
-    key = [run["checkpoint"], ranking, top_k, metrics, ws.scale.questions] + ([reader] if reader != "rag" else [])
-    return ws.step("erag", key, go)
+    return ws.step("erag", [run["checkpoint"], ranking, top_k, metrics, ws.scale.questions, reader], go)
 
 
 def _tau(c: dict) -> str:

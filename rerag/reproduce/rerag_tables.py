@@ -6,7 +6,6 @@ switch changed, trained for the scale's `ablation_steps`.
 """
 from __future__ import annotations
 
-from dataclasses import asdict
 from typing import Any
 
 import numpy as np
@@ -80,14 +79,6 @@ def _retriever_sets(ws: Workspace, run: dict) -> dict[str, list[dict]]:
     return sets
 
 
-def _classification(dev: list[dict], test: list[dict]) -> dict[str, Any]:
-    """Table 3's row for one confidence: the threshold searched on dev, applied to test."""
-    best = unanswerable.search_threshold([r["confidence"] for r in dev], [not r["answerable"] for r in dev])
-    labels = [not r["answerable"] for r in test]
-    return {**asdict(unanswerable.classify([r["confidence"] for r in test], labels, best.threshold)),
-            "unanswerable": sum(labels), "questions": len(test)}
-
-
 def _pointwise(ws: Workspace) -> dict:
     """The MonoT5-style baseline: the same RE trained pointwise on has-answer alone (BCE on
     sigmoid(s), `alpha_anchor`), without the generator's signal (alpha_re = alpha_tok = 0)."""
@@ -107,10 +98,12 @@ def table3(ws: Workspace) -> Result:
     sets = {"RE-RAG (set-calibrated RE)": _re_sets(ws, run),
             "MonoT5-style pointwise (set-calibrated)": _re_sets(ws, _pointwise(ws)),
             "retriever's score (Platt-calibrated)": _retriever_sets(ws, run)}
-    systems = {name: _classification(s["dev"], s["test"]) for name, s in sets.items()}
-    labels = [not r["answerable"] for r in sets["RE-RAG (set-calibrated RE)"]["test"]]
-    systems["all unanswerable (the RE's sets)"] = {**asdict(unanswerable.all_unanswerable(labels)), "unanswerable": sum(labels),
-                                   "questions": len(labels)}
+    # Table 3 of `rerag unanswerable-report` per confidence: the threshold searched on dev, applied to test
+    tables = {name: unanswerable.report(s["dev"], s["test"])["table3"] for name, s in sets.items()}
+    tables["all unanswerable (the RE's sets)"] = {**tables["RE-RAG (set-calibrated RE)"], "classifier":
+                                                  tables["RE-RAG (set-calibrated RE)"]["all_unanswerable"]}
+    systems = {name: {**t["classifier"], "unanswerable": t["unanswerable"], "questions": t["questions"]}
+               for name, t in tables.items()}
     rows = [[name, "-" if name.startswith("all") else s["threshold"], s["unanswerable"], s["questions"],
              100 * s["precision"], 100 * s["recall"], 100 * s["f1"]] for name, s in systems.items()]
     return Result(markdown_table(["confidence", "threshold", "unanswerable sets", "questions", "precision",
@@ -148,9 +141,7 @@ def _mixed(ws: Workspace, sets: dict[str, list[dict]]) -> Result:
     from rerag.infer.export import load_checkpoint
     from rerag.infer.readers import ParametricReader
 
-    threshold = unanswerable.search_threshold([r["confidence"] for r in sets["dev"]],
-                                              [not r["answerable"] for r in sets["dev"]]).threshold
-    test = sets["test"]
+    threshold, test = unanswerable.report(sets["dev"], sets["test"])["threshold"], sets["test"]
     if ws.llm:
         from erag.lm import load_lm
 
