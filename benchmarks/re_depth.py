@@ -5,7 +5,9 @@ Scores the first `--train-questions` training questions' 100 contexts once with 
 with F fixed, once per strategy, and prints dev Recall@1 over the top 100 and over the top 20 by
 step. A strategy is `N+M`: BM25's top N contexts plus M drawn uniformly from ranks N..100
 (`rerag.data.datamodule.sample_deep_contexts`, as `data.n_deep_contexts` draws them); `top20` is
-the paper's 20+0; an `anchor` suffix adds the has-answer anchor (`model.alpha_anchor` 1.0).
+the paper's 20+0; `N+M@D` draws the M from ranks N..D; an `anchor` suffix adds the has-answer anchor (`model.alpha_anchor` 1.0).
+`--estimator` starts the RE from a checkpoint instead of the config's random init (e.g. the
+shipped reader, `rerag:assets/reader`); `--scores` keeps F in a file, so later calls skip the reader.
 
     python benchmarks/re_depth.py --strategies top20,12+8,12+8anchor --steps 600
 """
@@ -51,6 +53,9 @@ def main() -> None:
     p.add_argument("--dev-questions", type=int, default=100)
     p.add_argument("--steps", type=int, default=600)
     p.add_argument("--eval-every", type=int, default=200)
+    p.add_argument("--estimator", default=None, help="RE checkpoint to start from (default: the config's random init)")
+    p.add_argument("--lr", type=float, default=None, help="learning rate (default: the config's)")
+    p.add_argument("--scores", type=Path, default=None, help="file caching the reader's F_ij for these questions")
     args = p.parse_args()
     cfg = yaml.safe_load(args.config.read_text())
     model, batch, length = cfg["model"], cfg["data"]["init_args"]["batch_size"], cfg["model"]["re_max_length"]
@@ -58,23 +63,32 @@ def main() -> None:
     dev = list(read_fid(args.data / "dev.jsonl"))[: args.dev_questions]
     depth = min(len(r["ctxs"]) for r in train)
     start = time.time()
-    reader = Generator.from_pretrained("rerag:assets/reader", max_answer_length=model["max_answer_length"])
-    answer_loglik = reader_scores(reader, train, depth, model["generator_max_length"], batch=1)
-    print(f"reader scores for {len(train)} x {depth} pairs: {time.time() - start:.0f} s", flush=True)
+    if args.scores and args.scores.exists():
+        answer_loglik = torch.load(args.scores)
+    else:
+        reader = Generator.from_pretrained("rerag:assets/reader", max_answer_length=model["max_answer_length"])
+        answer_loglik = reader_scores(reader, train, depth, model["generator_max_length"], batch=1)
+        print(f"reader scores for {len(train)} x {depth} pairs: {time.time() - start:.0f} s", flush=True)
+        if args.scores:
+            torch.save(answer_loglik, args.scores)
+    if answer_loglik.shape != (len(train), depth):
+        raise SystemExit(f"{args.scores} holds F for {tuple(answer_loglik.shape)} pairs, not {(len(train), depth)}")
+    spec_of_re = ModelSpec(name_or_path=args.estimator) if args.estimator else ModelSpec(config=model["estimator"]["config"])
     rows = []
     for name in args.strategies.split(","):
-        spec = name.removesuffix("anchor")
+        spec, _, deep_depth = name.removesuffix("anchor").partition("@")
         n_top, n_deep = (20, 0) if spec == "top20" else map(int, spec.split("+"))
+        deep_depth = int(deep_depth) if deep_depth else depth
         torch.manual_seed(cfg["seed_everything"])
         rng = random.Random(cfg["seed_everything"])
         tokenizer = load_tokenizer(model["re_tokenizer"])
-        estimator = RelevanceEstimator(build_model(ModelSpec(config=model["estimator"]["config"]), tokenizer),
+        estimator = RelevanceEstimator(build_model(spec_of_re, tokenizer),
                                        tokenizer, model["true_word"], model["false_word"], model["re_template"], length)
-        optimizer = torch.optim.AdamW(estimator.parameters(), lr=model["lr"], weight_decay=model["weight_decay"])
+        optimizer = torch.optim.AdamW(estimator.parameters(), lr=args.lr or model["lr"], weight_decay=model["weight_decay"])
         curve, start = [], time.time()
         for step in range(1, args.steps + 1):
             idx = [rng.randrange(len(train)) for _ in range(batch)]
-            ranks = [sample_deep_contexts(list(range(depth)), n_top, n_deep, depth, rng) for _ in idx]
+            ranks = [sample_deep_contexts(list(range(depth)), n_top, n_deep, deep_depth, rng) for _ in idx]
             records = [{**train[i], "ctxs": [train[i]["ctxs"][j] for j in r]} for i, r in zip(idx, ranks)]
             k = n_top + n_deep
             enc = encode(tokenizer, estimator.template, records, k, length)

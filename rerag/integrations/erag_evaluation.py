@@ -9,6 +9,7 @@ import lightning as L
 import torch
 
 import erag
+from erag.lm import load_lm
 from rerag.data.fid_format import read_fid
 from rerag.infer.export import load_checkpoint
 from rerag.models.estimator import RelevanceEstimator
@@ -55,6 +56,7 @@ def run_erag(
     max_questions: int | None = None,
     output_dir: str = "outputs/erag",
     reader: Literal["rag", "ralm"] = "rag",
+    llm: str | None = None,
 ) -> dict:
     """Evaluate a ranking of `data_file`'s contexts with eRAG and correlate it with end-to-end EM.
 
@@ -70,13 +72,18 @@ def run_erag(
         reader: how the generator reads a list: rag = each document alone, answers marginalized with
             P_RE (FiD-like fusion of per-document evidence); ralm = the documents in one prompt (in-prompt
             augmentation). eRAG's per-document labels read one document either way.
+        llm: a Hugging Face LM (folder, name or GGUF file) that reads instead of the checkpoint's
+            generator, as the judge and the end-to-end reader (its own prompt template).
     """
     estimator, generator = load_checkpoint(checkpoint)
     records = list(read_fid(data_file))[:max_questions]
     with torch.no_grad():
         results, expected = rank_records(records, estimator if ranking == "re" else None, top_k)
-        lm = RAGReader(generator.as_lm(), mode=reader, reranker=estimator.score)
-        result = erag.compare_with_end_to_end(results, expected, lm, downstream_metric, metrics)
+        lm = load_lm(llm) if llm else generator.as_lm()
+        result = erag.compare_with_end_to_end(results, expected, RAGReader(lm, mode=reader, reranker=estimator.score),
+                                              downstream_metric, metrics)
+    result["reader"] = {"name": llm or "the checkpoint's generator",
+                        "parameters": sum(p.numel() for p in lm.model.parameters())}
     out = Path(output_dir)
     erag.write_report(result, out / "erag_report.json", out / "erag_scatter.png")
     print(f"end-to-end {downstream_metric}: {result['end_to_end']['aggregated']:.4f}")

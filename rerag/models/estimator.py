@@ -44,7 +44,7 @@ def lm_head_scale(model: PreTrainedModel) -> float:
     """The factor the model applies to decoder states before its LM head (T5's tied
     embeddings rescale by d_model ** -0.5)."""
     cfg = model.config
-    if cfg.model_type in {"t5", "mt5", "umt5", "longt5"}:
+    if cfg.model_type in {"t5", "mt5", "umt5", "longt5", "pointer_t5"}:
         if getattr(cfg, "scale_decoder_outputs", getattr(cfg, "tie_word_embeddings", False)):
             return cfg.d_model**-0.5
     return 1.0

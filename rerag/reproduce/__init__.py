@@ -5,7 +5,7 @@ Each table is a function of a `Workspace` (`rerag_tables`, `eor_tables`, `erag_t
 for the runs it needs (cached under a hash of their settings, so tables share them and a rerun
 reuses them) and returns a `Result`. The runner writes OUT/<paper>/<table>.md and .json, keeps
 every result in OUT/index.json, and renders the document from the index and `papers.yaml` (the
-papers' own numbers, transcribed from their texts). A table not built yet is listed with why.
+papers' own numbers, transcribed from their texts).
 """
 from __future__ import annotations
 
@@ -24,13 +24,11 @@ from rerag.reproduce.workspace import Workspace
 
 PAPERS = {"re-rag": "RE-RAG", "eor": "Ensemble of Retrievers (EoR)", "erag": "eRAG"}
 
-#: paper -> table or figure -> the function that makes it, or why it is not built yet.
-REGISTRY: dict[str, dict[str, Callable[[Workspace], Result] | str]] = {
+#: paper -> table or figure -> the function that makes it.
+REGISTRY: dict[str, dict[str, Callable[[Workspace], Result]]] = {
     "re-rag": rerag_tables.TABLES,
-    "eor": {**eor_tables.TABLES,
-            "figure2": "MRLR boxes over several datasets: one world is at hand; not built yet"},
-    "erag": {**erag_tables.TABLES,
-             "figure2": "needs readers of several sizes trained on one world; not built yet"},
+    "eor": eor_tables.TABLES,
+    "erag": erag_tables.TABLES,
 }
 
 
@@ -59,8 +57,6 @@ def run_table(ws: Workspace, paper: str, name: str) -> dict:
     """Make one table or figure; write its Markdown and JSON; return its index entry."""
     make = REGISTRY[paper][name]
     command = f"rerag reproduce {paper} {name} --scale {ws.scale_name}"
-    if isinstance(make, str):
-        return {"status": "not built", "reason": make, "command": command}
     ws.used.clear()
     start = time.perf_counter()
     result = make(ws)
@@ -71,7 +67,7 @@ def run_table(ws: Workspace, paper: str, name: str) -> dict:
     for use in ws.used:  # each run once, as first asked for
         if all(use["folder"] != r["folder"] for r in runs):
             runs.append(use)
-    return {"status": "done", "command": command, "scale": ws.scale_name, "seconds": seconds,
+    return {"command": command, "scale": ws.scale_name, "seconds": seconds,
             "runs": [{k: u[k] for k in ("name", "seconds", "reused", "folder")} for u in runs],
             "seeds": sorted({u["seed"] for u in runs if u.get("seed") is not None}),
             **asdict(result)}
@@ -106,8 +102,7 @@ def reproduce(paper: Literal["re-rag", "eor", "erag", "all"], tables: list[str] 
         index.setdefault(p, {})[name] = entry = run_table(ws, p, name)
         index_path.parent.mkdir(parents=True, exist_ok=True)
         index_path.write_text(json.dumps(index, indent=2) + "\n")
-        print(f"[reproduce] {p} {name}: {entry['status']}" + (f" in {entry['seconds']} s" if "seconds" in entry else ""),
-              flush=True)
+        print(f"[reproduce] {p} {name}: done in {entry['seconds']} s", flush=True)
     calls = json.loads(calls_path.read_text()) if calls_path.exists() else []
     calls.append({"command": " ".join(["rerag reproduce", paper, *(tables or []), "--scale", scale]),
                   "minutes": round((time.perf_counter() - start) / 60, 1)})
@@ -129,8 +124,7 @@ def document(index: dict, out: str, calls: list[dict] = ()) -> str:
     """REPRODUCTION.md: per paper, per table, the paper's numbers beside ours, the command, seeds, time;
     and the wall time of each `rerag reproduce` call that filled the output folder (`calls`)."""
     paper = paper_numbers()
-    done = [e for tables in index.values() for e in tables.values() if e["status"] == "done"]
-    scales = sorted({e["scale"] for e in done})
+    scales = sorted({e["scale"] for tables in index.values() for e in tables.values()})
     lines = ["# Reproduction: every table and figure of the three papers", "",
              "Written by `rerag reproduce` (do not edit by hand). Each entry: the paper's setting and numbers "
              "(transcribed from the papers' extracted texts, `rerag/reproduce/papers.yaml`), ours with the command "
@@ -157,8 +151,6 @@ def document(index: dict, out: str, calls: list[dict] = ()) -> str:
             entry = index.get(key, {}).get(name)
             if entry is None:
                 lines += [f"**Ours:** not run yet: `rerag reproduce {key} {name} --scale quick`.", ""]
-            elif entry["status"] != "done":
-                lines += [f"**Ours:** not built: {entry['reason']}.", ""]
             else:
                 reused = [f"{r['name']} {r['seconds'] / 60:.1f} min" for r in entry["runs"] if r["reused"]]
                 lines += [f"**Ours** (`{entry['command']}`; seeds {entry['seeds'] or '-'}; "

@@ -13,7 +13,8 @@ from rerag.reproduce.workspace import Workspace
 POOL = ["BM25@5", "Dense@5", "BM25@RR@5", "BM25@3&Dense@3", "ReFree"]
 
 
-def _eor(ws: Workspace) -> dict:
+def _eor(ws: Workspace, llm: str | None = None) -> dict:
+    """`rerag eor` with the main model's RE and generator (or `llm` as the reader): weights from dev, test reported."""
     from rerag.integrations.eor_evaluation import run_eor
 
     run = ws.main()
@@ -21,10 +22,10 @@ def _eor(ws: Workspace) -> dict:
     def go(folder: Path) -> dict:
         report = run_eor(checkpoint=run["checkpoint"], questions_file=ws.split_file("dev"),
                          test_file=ws.split_file("test"), corpus_file=str(Path(ws.data_dir) / "corpus.jsonl"),
-                         pool=POOL, max_questions=ws.scale.questions, output_dir=str(folder))
+                         pool=POOL, max_questions=ws.scale.questions, output_dir=str(folder), llm=llm)
         return {"report": report.to_dict()}
 
-    return ws.step("eor", [run["checkpoint"], POOL, ws.scale.questions], go)
+    return ws.step("eor", [run["checkpoint"], POOL, ws.scale.questions] + ([llm] if llm else []), go)
 
 
 def _figure(ws: Workspace, done: dict, name: str, target: str) -> str:
@@ -60,6 +61,22 @@ def table4(ws: Workspace) -> Result:
     rows.append(["EoR", "", f"{report['mrlr_with_eor']['EoR']:.4f}"])
     return Result(markdown_table(["retriever", "MRLR (pool)", "MRLR (pool + EoR)"], rows),
                   {"mrlr_pool": report["mrlr_pool"], "mrlr_with_eor": report["mrlr_with_eor"]})
+
+
+def figure2(ws: Workspace) -> Result:
+    """MRLR of the pool's retrievers (one box per base model: the RE-RAG generator, and the LM of
+    `--llm` when given) on the world at hand."""
+    from eor.plots import plot_boxplot
+
+    models = {"RE-RAG generator": _eor(ws)["report"]["mrlr_pool"]}
+    if ws.llm:
+        models[ws.llm] = _eor(ws, ws.llm)["report"]["mrlr_pool"]
+    path = str(plot_boxplot({name: list(mrlr.values()) for name, mrlr in models.items()},
+                            ws.path("eor", "figure2_mrlr.png"), "MRLR of the pool's retrievers", "MRLR"))
+    rows = [[name, *(f"{mrlr[r]:.4f}" for r in POOL)] for name, mrlr in models.items()]
+    return Result(markdown_table(["base model", *POOL], rows), {"mrlr_pool": models}, [path],
+                  differs="one world (the paper: NQ, WebQ and TriviaQA) and the base models at hand"
+                  + ("" if ws.llm else " (no --llm given: the RE-RAG generator alone)"))
 
 
 def figure1(ws: Workspace) -> Result:
@@ -114,5 +131,5 @@ def figure6(ws: Workspace) -> Result:
                   [path])
 
 
-TABLES = {"table1": table1, "table2": table2, "table4": table4, "figure1": figure1, "figure3": figure3,
+TABLES = {"table1": table1, "table2": table2, "table4": table4, "figure1": figure1, "figure2": figure2, "figure3": figure3,
           "figure4": figure4, "figure5": figure5, "figure6": figure6}

@@ -62,3 +62,31 @@ def test_an_in_prompt_reader_changes_end_to_end_reading_not_the_document_labels(
     ralm = run_erag(**args, output_dir=str(tmp_path / "ralm"), reader="ralm")
     assert rag["labelings"]["erag"]["labels"] == ralm["labelings"]["erag"]["labels"]
     assert ("ralm", 4) in modes and ("rag", 4) in modes  # the end-to-end reading of the 4-document lists
+
+
+class ParisLM:
+    """An LM (a 3-parameter model) that answers "paris" to every prompt and keeps the prompts."""
+
+    template = "{question} {context}"
+
+    def __init__(self):
+        self.model, self.prompts = torch.nn.Linear(2, 1), []
+
+    def generate(self, prompts, num_beams=1):
+        self.prompts += prompts
+        return ["paris"] * len(prompts), torch.zeros(len(prompts))
+
+
+def test_an_llm_reads_instead_of_the_generator_and_its_size_is_reported(trained_checkpoint, world_dir, tmp_path,
+                                                                         monkeypatch):
+    """eRAG Figure 2's readers of other sizes: `llm` judges every document and reads end to end."""
+    from rerag.integrations import erag_evaluation
+
+    lm = ParisLM()
+    monkeypatch.setattr(erag_evaluation, "load_lm", lambda name: lm)
+    result = run_erag(checkpoint=trained_checkpoint, data_file=str(world_dir / "dev.jsonl"), top_k=3, metrics=["P@3"],
+                      max_questions=4, output_dir=str(tmp_path), reader="ralm", llm="any")
+    assert result["reader"] == {"name": "any", "parameters": 3}
+    assert len(lm.prompts) == 4 * 3 + 4  # each document alone (the labels), then each list in one prompt
+    assert result["end_to_end"]["aggregated"] == 0.0  # no demo answer is "paris"
+    assert not any(any(labels) for labels in result["labelings"]["erag"]["labels"].values())
