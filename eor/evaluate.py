@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Literal, Sequence
 
 import numpy as np
 import torch
@@ -14,7 +14,7 @@ from eor.learning import SearchConfig, learn_weights
 from eor.plots import plot_boxplot, plot_heatmap
 from eor.reader import Reader, read_pool
 from eor.retrievers.base import Retriever
-from erag.answers import exact_match, token_f1
+from erag.answers import exact_match, has_answer, token_f1
 
 from eor.similarity import Similarity, build_metric, similarity_tensor
 from eor.voter import Voter, VoterWeights
@@ -34,6 +34,10 @@ class EoRConfig:
     batch_size: questions per reader call.
     plots_dir: where to write rwr_heatmap.png, upper_bound.png and error_rwr_<error>.png, if anywhere.
     search: the Nelder-Mead weight search (paper defaults: bound 0.6, threshold 0.1, mean pooling).
+    correctness: when an answer counts as right for the weight search, MRLR, RWR, the oracle
+        bound and the error types: "em" (exact match with a gold answer) or "contains" (a gold
+        answer occurs in it, DPR's token match: for an LLM's sentence-long answers, where the
+        paper used BEM, a learned answer-equivalence model).
     """
 
     metrics: list[str] = field(default_factory=lambda: ["em", "f1"])
@@ -44,13 +48,19 @@ class EoRConfig:
     batch_size: int = 16
     plots_dir: str | None = None
     search: SearchConfig = field(default_factory=SearchConfig)
+    correctness: Literal["em", "contains"] = "em"
+
+    def __post_init__(self):
+        if self.correctness not in ("em", "contains"):
+            raise ValueError(f"correctness must be 'em' or 'contains', got {self.correctness!r}")
 
 
 @dataclass
 class EoRReport:
-    """Test-split results. retriever_em/f1 and mrlr_* are keyed by retriever name; mrlr_with_eor
-    adds the key "EoR". Scores are percentages, MRLR values fractions. error_rates: per error type
-    of appendix B, the share of the kept test questions on which each retriever's RALM makes it."""
+    """Test-split results. retriever_em/f1/accuracy and mrlr_* are keyed by retriever name;
+    mrlr_with_eor adds the key "EoR". Scores are percentages, MRLR values fractions. accuracy: the
+    share answered right by the config's `correctness`. error_rates: per error type of appendix B,
+    the share of the kept test questions on which each retriever's RALM makes it."""
 
     retriever_em: dict[str, float]
     retriever_f1: dict[str, float]
@@ -63,19 +73,24 @@ class EoRReport:
     num_train: int
     num_test: int
     error_rates: dict[str, dict[str, float]] = field(default_factory=dict)
+    retriever_accuracy: dict[str, float] = field(default_factory=dict)
+    eor_accuracy: float | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
 
     def table(self) -> str:
         """A markdown table: one row per retriever and one for EoR."""
-        lines = ["| retriever | EM | F1 | MRLR (pool) | MRLR (pool + EoR) | w^r |", "|---|---|---|---|---|---|"]
+        lines = ["| retriever | EM | F1 | accuracy | MRLR (pool) | MRLR (pool + EoR) | w^r |",
+                 "|---|---|---|---|---|---|---|"]
         for name in self.retriever_em:
             lines.append(
                 f"| {name} | {self.retriever_em[name]:.2f} | {self.retriever_f1[name]:.2f} | "
-                f"{self.mrlr_pool[name]:.4f} | {self.mrlr_with_eor[name]:.4f} | {self.weights.retrievers[name]:.3f} |"
+                f"{self.retriever_accuracy[name]:.2f} | {self.mrlr_pool[name]:.4f} | {self.mrlr_with_eor[name]:.4f} | "
+                f"{self.weights.retrievers[name]:.3f} |"
             )
-        lines.append(f"| EoR | {self.eor_em:.2f} | {self.eor_f1:.2f} | | {self.mrlr_with_eor['EoR']:.4f} | |")
+        lines.append(f"| EoR | {self.eor_em:.2f} | {self.eor_f1:.2f} | {self.eor_accuracy:.2f} | | "
+                     f"{self.mrlr_with_eor['EoR']:.4f} | |")
         return "\n".join(lines)
 
 
@@ -92,14 +107,15 @@ def evaluate_eor(
     them), and score each retriever and EoR on the test split. `metrics` overrides `config.metrics`
     with metric objects. `test_indices` fixes the test split (the paper's protocol: weights chosen
     on a validation split, reported on a separate test split), the other questions learn; without
-    it, `config.train_fraction` of a seeded shuffle learns. Correctness is exact match with any
-    gold answer."""
+    it, `config.train_fraction` of a seeded shuffle learns. Correctness is `config.correctness`."""
     if len(questions) != len(gold_answers):
         raise ValueError(f"{len(questions)} questions but {len(gold_answers)} gold answer lists")
     pool = read_pool(retrievers, reader, questions, config.batch_size)
     metrics = list(metrics) if metrics is not None else [build_metric(spec) for spec in config.metrics]
     em = np.array([[exact_match(a, gold) for a, gold in zip(row, gold_answers)] for row in pool.answers])
     f1 = np.array([[token_f1(a, gold) for a, gold in zip(row, gold_answers)] for row in pool.answers])
+    right = em > 0 if config.correctness == "em" else np.array(
+        [[has_answer(a, gold) for a, gold in zip(row, gold_answers)] for row in pool.answers])
     sim = similarity_tensor(pool.answers, metrics)
 
     order = np.random.default_rng(config.seed).permutation(len(questions))
@@ -117,18 +133,18 @@ def evaluate_eor(
         if not len(train) or not len(test):
             raise ValueError(f"train_fraction {config.train_fraction} leaves an empty split of {len(questions)} questions")
         weights, train_accuracy = learn_weights(
-            sim[torch.as_tensor(train)], em[:, train] > 0, [m.name for m in metrics], pool.names, config.search
+            sim[torch.as_tensor(train)], right[:, train], [m.name for m in metrics], pool.names, config.search
         )
         if config.save_weights:
             weights.save(config.save_weights)
 
     chosen = Voter(metrics, weights).select(sim[torch.as_tensor(test)]).numpy()
     eor_em, eor_f1 = em[chosen, test], f1[chosen, test]
-    correct = em[:, test] > 0
-    with_eor = np.vstack([correct, eor_em[None] > 0])
+    correct = right[:, test]
+    with_eor = np.vstack([correct, right[chosen, test][None]])
     errors = error_decomposition([[row[n] for n in test] for row in pool.answers],
                                  [["\n".join(pool.contexts[r][n]) for n in test] for r in range(len(pool.names))],
-                                 [gold_answers[n] for n in test])
+                                 [gold_answers[n] for n in test], correct=correct)
     if config.plots_dir:
         plot_heatmap(rwr_matrix(with_eor), [*pool.names, "EoR"], Path(config.plots_dir) / "rwr_heatmap.png", "RWR (eq. 1)")
         for error in ERRORS:  # figure 4
@@ -151,4 +167,6 @@ def evaluate_eor(
         num_train=len(train),
         num_test=len(test),
         error_rates={e: dict(zip(pool.names, (100 * errors.rates[e]).tolist())) for e in ERRORS},
+        retriever_accuracy=dict(zip(pool.names, (100 * correct.mean(1)).tolist())),
+        eor_accuracy=float(100 * with_eor[-1].mean()),
     )

@@ -10,6 +10,9 @@ equals a gold label, else 0.0. Both sides are mapped to SUPPORTS, REFUTES or NOT
 so spellings such as "Supported", "refuted", "NEI" or "not enough information" count as their label
 (``fever_label``); a prediction that is none of the labels scores 0. It is a classification
 metric, not answer containment: a gold output that is not a FEVER label raises ``ValueError``.
+
+``contains`` is answer containment: 1.0 when a gold answer's tokens occur in the output (DPR's
+match, ``erag.answers.has_answer``), for readers that answer in sentences, such as chat LLMs.
 """
 from __future__ import annotations
 
@@ -18,7 +21,7 @@ from typing import Callable, Optional, Sequence, Union
 
 from rouge_score import rouge_scorer
 
-from .answers import exact_match, normalize_answer, token_f1
+from .answers import exact_match, has_answer, normalize_answer, token_f1
 
 DownstreamMetric = Callable[[str, Sequence[str]], float]
 
@@ -61,11 +64,17 @@ def rouge_l(prediction: str, references: Sequence[str]) -> float:
     return max((scorer.score(ref, prediction)["rougeL"].fmeasure for ref in references), default=0.0)
 
 
+def contains(prediction: str, references: Sequence[str]) -> float:
+    """1.0 when a reference answer occurs in the prediction (DPR's token match), else 0.0."""
+    return float(has_answer(prediction, references))
+
+
 DOWNSTREAM_METRICS: dict[str, DownstreamMetric] = {
     "em": exact_match,
     "f1": token_f1,
     "accuracy": accuracy,
     "rougeL": rouge_l,
+    "contains": contains,
 }
 
 

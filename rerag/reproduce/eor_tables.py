@@ -13,8 +13,10 @@ from rerag.reproduce.workspace import Workspace
 POOL = ["BM25@5", "Dense@5", "BM25@RR@5", "BM25@3&Dense@3", "ReFree"]
 
 
-def _eor(ws: Workspace, llm: str | None = None) -> dict:
-    """`rerag eor` with the main model's RE and generator (or `llm` as the reader): weights from dev, test reported."""
+def _eor(ws: Workspace, llm: str | None = None, correctness: str = "em") -> dict:
+    """`rerag eor` with the main model's RE and generator (or `llm` as the reader): weights from dev,
+    test reported; answers right by `correctness` (`eor.EoRConfig`)."""
+    from eor import EoRConfig
     from rerag.integrations.eor_evaluation import run_eor
 
     run = ws.main()
@@ -22,10 +24,12 @@ def _eor(ws: Workspace, llm: str | None = None) -> dict:
     def go(folder: Path) -> dict:
         report = run_eor(checkpoint=run["checkpoint"], questions_file=ws.split_file("dev"),
                          test_file=ws.split_file("test"), corpus_file=str(Path(ws.data_dir) / "corpus.jsonl"),
-                         pool=POOL, max_questions=ws.scale.questions, output_dir=str(folder), llm=llm)
+                         pool=POOL, max_questions=ws.scale.questions, output_dir=str(folder), llm=llm,
+                         eor=EoRConfig(correctness=correctness))
         return {"report": report.to_dict()}
 
-    return ws.step("eor", [run["checkpoint"], POOL, ws.scale.questions] + ([llm] if llm else []), go)
+    extra = ([llm] if llm else []) + ([correctness] if correctness != "em" else [])
+    return ws.step("eor", [run["checkpoint"], POOL, ws.scale.questions] + extra, go)
 
 
 def _figure(ws: Workspace, done: dict, name: str, target: str) -> str:
@@ -65,18 +69,25 @@ def table4(ws: Workspace) -> Result:
 
 def figure2(ws: Workspace) -> Result:
     """MRLR of the pool's retrievers (one box per base model: the RE-RAG generator, and the LM of
-    `--llm` when given) on the world at hand."""
+    `--llm` when given) on the world at hand; an answer is right when it contains a gold answer,
+    since an LLM's sentences are never exact matches (the paper used BEM)."""
     from eor.plots import plot_boxplot
 
-    models = {"RE-RAG generator": _eor(ws)["report"]["mrlr_pool"]}
+    reports = {"RE-RAG generator": _eor(ws, correctness="contains")["report"]}
     if ws.llm:
-        models[ws.llm] = _eor(ws, ws.llm)["report"]["mrlr_pool"]
+        reports[ws.llm] = _eor(ws, ws.llm, correctness="contains")["report"]
+    models = {name: report["mrlr_pool"] for name, report in reports.items()}
     path = str(plot_boxplot({name: list(mrlr.values()) for name, mrlr in models.items()},
                             ws.path("eor", "figure2_mrlr.png"), "MRLR of the pool's retrievers", "MRLR"))
-    rows = [[name, *(f"{mrlr[r]:.4f}" for r in POOL)] for name, mrlr in models.items()]
-    return Result(markdown_table(["base model", *POOL], rows), {"mrlr_pool": models}, [path],
+    rows = [[name, *(f"{report['mrlr_pool'][r]:.4f} ({report['retriever_accuracy'][r]:.0f})" for r in POOL)]
+            for name, report in reports.items()]
+    return Result("MRLR of each retriever (its accuracy, %, in brackets; right = contains a gold answer), "
+                  f"{next(iter(reports.values()))['num_test']} test questions:\n\n"
+                  + markdown_table(["base model", *POOL], rows),
+                  {"mrlr_pool": models, "accuracy": {n: r["retriever_accuracy"] for n, r in reports.items()}}, [path],
                   differs="one world (the paper: NQ, WebQ and TriviaQA) and the base models at hand"
-                  + ("" if ws.llm else " (no --llm given: the RE-RAG generator alone)"))
+                  + ("" if ws.llm else " (no --llm given: the RE-RAG generator alone)")
+                  + "; correctness by containment, where the paper used BEM")
 
 
 def figure1(ws: Workspace) -> Result:

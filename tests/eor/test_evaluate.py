@@ -62,3 +62,23 @@ def test_a_fixed_test_split_learns_on_the_other_questions_and_reports_on_it(pool
     assert (report.num_train, report.num_test) == (5, 3) and report.retriever_em["ReFree"] == 0.0
     report = evaluate_eor(*zip(*QUESTIONS), pool, first_word_reader, test_indices=[1, 0])
     assert (report.num_train, report.num_test) == (6, 2) and report.retriever_em["ReFree"] == 50.0
+
+
+def sentence_reader(questions, contexts):
+    """Answers in a sentence around the first word of the first passage, as an LLM does."""
+    return [f"I think it is {c[0].split(chr(10))[-1].split()[0]}." if c else "I think it is Paris." for c in contexts]
+
+
+def test_correctness_by_containment_credits_sentence_long_answers(pool):
+    """An LLM's sentence is never an exact match: by EM nothing is right and MRLR is 0; counted
+    right when a gold answer occurs in it, the same reading has the first-word reader's accuracy."""
+    args = (*zip(*QUESTIONS), pool)
+    words = evaluate_eor(*args, first_word_reader, EoRConfig(train_fraction=0.5))
+    by_em = evaluate_eor(*args, sentence_reader, EoRConfig(train_fraction=0.5))
+    contained = evaluate_eor(*args, sentence_reader, EoRConfig(train_fraction=0.5, correctness="contains"))
+    assert all(v == 0 for v in [*by_em.retriever_em.values(), *by_em.retriever_accuracy.values(), *by_em.mrlr_pool.values()])
+    assert contained.retriever_em == by_em.retriever_em  # EM is reported as it is
+    assert contained.retriever_accuracy == words.retriever_accuracy == words.retriever_em
+    assert contained.mrlr_pool == words.mrlr_pool and any(v > 0 for v in contained.mrlr_pool.values())
+    with pytest.raises(ValueError, match="correctness"):
+        EoRConfig(correctness="bem")

@@ -33,5 +33,12 @@ def test_lookup_by_name_and_callable():
     assert get_downstream_metric("em") is exact_match
     custom = lambda prediction, references: 1.0  # noqa: E731
     assert get_downstream_metric(custom) is custom
-    with pytest.raises(ValueError, match=r"unknown downstream metric 'bleu'.*'accuracy', 'em', 'f1', 'rougeL'"):
+    with pytest.raises(ValueError, match=r"unknown downstream metric 'bleu'.*'accuracy', 'contains', 'em', 'f1', 'rougeL'"):
         get_downstream_metric("bleu")
+
+
+def test_contains_credits_a_sentence_holding_a_gold_answer():
+    contains = get_downstream_metric("contains")
+    assert contains("I believe it was Mount Everest, in Nepal.", ["Everest"]) == 1.0
+    assert get_downstream_metric("em")("I believe it was Mount Everest, in Nepal.", ["Everest"]) == 0.0
+    assert contains("Evere st", ["Everest"]) == 0.0 and contains("the river", ["the Nile", "Nile"]) == 0.0
