@@ -56,7 +56,7 @@ def selected(paper: str, tables: list[str] | None) -> list[tuple[str, str]]:
 def run_table(ws: Workspace, paper: str, name: str) -> dict:
     """Make one table or figure; write its Markdown and JSON; return its index entry."""
     make = REGISTRY[paper][name]
-    command = f"rerag reproduce {paper} {name} --scale {ws.scale_name}"
+    command = f"rerag reproduce {paper} {name} --scale {ws.scale_name}{ws.options()}"
     ws.used.clear()
     start = time.perf_counter()
     result = make(ws)
@@ -104,7 +104,7 @@ def reproduce(paper: Literal["re-rag", "eor", "erag", "all"], tables: list[str] 
         index_path.write_text(json.dumps(index, indent=2) + "\n")
         print(f"[reproduce] {p} {name}: done in {entry['seconds']} s", flush=True)
     calls = json.loads(calls_path.read_text()) if calls_path.exists() else []
-    calls.append({"command": " ".join(["rerag reproduce", paper, *(tables or []), "--scale", scale]),
+    calls.append({"command": " ".join(["rerag reproduce", paper, *(tables or []), "--scale", scale]) + ws.options(),
                   "minutes": round((time.perf_counter() - start) / 60, 1)})
     calls_path.write_text(json.dumps(calls, indent=2) + "\n")
     if doc:

@@ -67,6 +67,14 @@ def table4(ws: Workspace) -> Result:
                   {"mrlr_pool": report["mrlr_pool"], "mrlr_with_eor": report["mrlr_with_eor"]})
 
 
+def figure1(ws: Workspace) -> Result:
+    """The relative win ratio (RWR, eq. 1) between every pair of retrievers and EoR."""
+    path = _figure(ws, _eor(ws), "rwr_heatmap.png", "figure1_rwr_heatmap.png")
+    report = _eor(ws)["report"]
+    return Result(f"RWR heatmap of the {len(report['retriever_em'])} retrievers and EoR on "
+                  f"{report['num_test']} test questions.", {}, [path])
+
+
 def figure2(ws: Workspace) -> Result:
     """MRLR of the pool's retrievers (one box per base model: the RE-RAG generator, and the LM of
     `--llm` when given) on the world at hand; an answer is right when it contains a gold answer,
@@ -88,14 +96,6 @@ def figure2(ws: Workspace) -> Result:
                   differs="one world (the paper: NQ, WebQ and TriviaQA) and the base models at hand"
                   + ("" if ws.llm else " (no --llm given: the RE-RAG generator alone)")
                   + "; correctness by containment, where the paper used BEM")
-
-
-def figure1(ws: Workspace) -> Result:
-    """The relative win ratio (RWR, eq. 1) between every pair of retrievers and EoR."""
-    path = _figure(ws, _eor(ws), "rwr_heatmap.png", "figure1_rwr_heatmap.png")
-    report = _eor(ws)["report"]
-    return Result(f"RWR heatmap of the {len(report['retriever_em'])} retrievers and EoR on "
-                  f"{report['num_test']} test questions.", {}, [path])
 
 
 def figure5(ws: Workspace) -> Result:

@@ -86,6 +86,13 @@ class Workspace:
                           "seed": result.get("seed")})
         return result
 
+    def options(self) -> str:
+        """The `rerag reproduce` arguments besides paper, tables and scale that made this workspace."""
+        given = {"--fit_config": None if self.config.resolve() == DEMO_CONFIG else self.config,
+                 "--data_dir": None if self.scale_name == "toy" or self.data_dir == "data/demo" else self.data_dir,
+                 "--top_k": None if self.top_k == 5 else self.top_k, "--llm": self.llm}
+        return "".join(f" {flag} {value}" for flag, value in given.items() if value is not None)
+
     def main(self) -> dict:
         """The main RE-RAG model of every paper's tables: the config trained for the scale's steps, tested."""
         return self.fit("rerag", test=True)

@@ -89,3 +89,11 @@ def test_toy_reproduction_of_one_table_per_paper(tmp_path):
 def test_document_lists_tables_not_run_yet(tmp_path):
     text = document({}, str(tmp_path))
     assert text.count("not run yet") == sum(map(len, NAMED.values()))
+
+
+def test_a_workspace_names_the_options_that_made_it(tmp_path):
+    """A table's command in REPRODUCTION.md must rerun it: the options beyond the scale go with it."""
+    assert Workspace(tmp_path, "quick").options() == ""
+    assert Workspace(tmp_path, "quick", config="configs/demo.yaml").options() == ""
+    made = Workspace(tmp_path, "quick", config="configs/squad_smollm2.yaml", top_k=3, llm="some/lm")
+    assert made.options() == " --fit_config configs/squad_smollm2.yaml --top_k 3 --llm some/lm"
