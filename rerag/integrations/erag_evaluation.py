@@ -66,7 +66,7 @@ def run_erag(
         ranking: "re" ranks each question's contexts by the RE, "retriever" keeps the file's order.
         top_k: documents per ranked list.
         metrics: eRAG retrieval metrics (P@k, R@k, MAP, MRR, NDCG@k, Hit@k).
-        downstream_metric: em, f1, accuracy or rougeL.
+        downstream_metric: em, f1, accuracy (FEVER labels), rougeL or contains (erag.downstream).
         max_questions: evaluate only the first N questions.
         output_dir: where erag_report.json and erag_scatter.png go.
         reader: how the generator reads a list: rag = each document alone, answers marginalized with
