@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 import yaml
 
@@ -44,6 +45,7 @@ def table(stdout: str) -> list[list[str]]:
     return [[cell.strip() for cell in line.strip("|").split("|")] for line in lines]
 
 
+@pytest.mark.slow
 def test_trains_the_re_alone_and_reuses_cached_scores(tmp_path, world_dir, chat_tokenizer_dir):
     config = write_config(tmp_path / "tiny.yaml", world_dir, chat_tokenizer_dir)
     scores = tmp_path / "F.pt"
