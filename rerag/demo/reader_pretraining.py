@@ -191,11 +191,12 @@ class ReadingCorpus:
     def _kind(self, rel: tuple[str, str]) -> str:
         return _ATTRIBUTES[rel[1]] if rel[0] == "attr" else _VERBS[rel[1]][0]
 
-    def sample(self, rng: random.Random) -> dict:
-        """One example: the answer sentence among distractors and filler."""
+    def sample(self, rng: random.Random, entity: str | None = None, rel: tuple[str, str] | None = None) -> dict:
+        """One example: the answer sentence among distractors and filler; about `entity` and
+        `rel` when given (else drawn)."""
         cfg = self.cfg
-        entity = rng.choice(self.entities)
-        rel = rng.choice(self.relations)
+        entity = entity if entity is not None else rng.choice(self.entities)
+        rel = rel if rel is not None else rng.choice(self.relations)
         answer, aliases = self._answer(rng, self._kind(rel))
         n = rng.randint(cfg.min_sentences, cfg.max_sentences)
         sentences = [self._sentence(rng, rel, entity, answer)]
