@@ -3,7 +3,7 @@
 Scores the first `--train-questions` training questions' 100 contexts once with the shipped reader
 (F_ij, eq. 8), then trains the demo config's random-init RE alone on L_gen + L_re + L_tok (eq. 12)
 with F fixed, once per strategy, and prints dev Recall@1 over the top 100 and over the top 20 by
-step. A strategy is `N+M`: BM25's top N contexts plus M drawn uniformly from ranks N..100
+step, from step 0 (the RE before training). A strategy is `N+M`: BM25's top N contexts plus M drawn uniformly from ranks N..100
 (`rerag.data.datamodule.sample_deep_contexts`, as `data.n_deep_contexts` draws them); `top20` is
 the paper's 20+0; `N+M@D` draws the M from ranks N..D; an `anchor` suffix adds the has-answer
 anchor (`model.alpha_anchor` 1.0).
@@ -86,7 +86,7 @@ def main() -> None:
         estimator = RelevanceEstimator(build_model(spec_of_re, tokenizer),
                                        tokenizer, model["true_word"], model["false_word"], model["re_template"], length)
         optimizer = torch.optim.AdamW(estimator.parameters(), lr=args.lr or model["lr"], weight_decay=model["weight_decay"])
-        curve, start = [], time.time()
+        curve, start = [(recall_at_1(estimator, dev, depth, length), recall_at_1(estimator, dev, 20, length))], time.time()
         for step in range(1, args.steps + 1):
             idx = [rng.randrange(len(train)) for _ in range(batch)]
             ranks = [sample_deep_contexts(list(range(depth)), n_top, n_deep, deep_depth, rng) for _ in idx]
@@ -107,7 +107,7 @@ def main() -> None:
                 curve.append((recall_at_1(estimator, dev, depth, length), recall_at_1(estimator, dev, 20, length)))
                 print(name, step, curve[-1], flush=True)
         rows.append((name, (time.time() - start) / 60, curve))
-    steps = range(args.eval_every, args.steps + 1, args.eval_every)
+    steps = range(0, args.steps + 1, args.eval_every)  # step 0: the RE before training
     print(f"\nDev RE Recall@1 over the top {depth} / the top 20 by step ({len(dev)} questions):\n")
     print("| strategy | minutes | " + " | ".join(map(str, steps)) + " |\n|---|---|" + "---|" * len(steps))
     for name, minutes, curve in rows:
