@@ -46,17 +46,20 @@ def main() -> None:
     p.add_argument("--groups", default="2,2,3", help="namesake, same-entity and random passages per question")
     p.add_argument("--eval-every", type=int, default=250)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--lr", type=float, default=None, help="learning rate (default: the config's)")
+    p.add_argument("--init", default=None, help="model to start from, e.g. rerag:assets/reader (default: the config's random init)")
     args = p.parse_args()
     model = yaml.safe_load(args.config.read_text())["model"]
     torch.manual_seed(args.seed)
     tokenizer = load_tokenizer(model["re_tokenizer"])
-    estimator = RelevanceEstimator(build_model(ModelSpec(config=model["estimator"]["config"]), tokenizer), tokenizer,
+    spec = ModelSpec(name_or_path=args.init) if args.init else ModelSpec(config=model["estimator"]["config"])
+    estimator = RelevanceEstimator(build_model(spec, tokenizer), tokenizer,
                                    model["true_word"], model["false_word"], model["re_template"], model["re_max_length"])
     corpus = ReadingCorpus(CorpusConfig(), vocab_pieces(tokenizer))
     n_entity, n_relation, n_random = map(int, args.groups.split(","))
     sampler = GroupSampler(corpus, n_entity, n_relation, n_random)
     heldout = [sampler(random.Random(f"heldout:{i}")) for i in range(200)]
-    optimizer = torch.optim.AdamW(estimator.parameters(), lr=model["lr"], weight_decay=model["weight_decay"])
+    optimizer = torch.optim.AdamW(estimator.parameters(), lr=args.lr or model["lr"], weight_decay=model["weight_decay"])
     rng, start, losses = random.Random(args.seed), time.time(), []
     print(f"step 0: held-out accuracy {accuracy(estimator, heldout):.3f}", flush=True)
     for step in range(1, args.steps + 1):
