@@ -9,12 +9,13 @@ relevance: per question a group of passages, the one stating the asked fact firs
 stating the same relation about entities that share the first word of the asked one's name, passages
 about the asked entity's other facts, and random passages. The objective is RE-RAG's own (eq. 12,
 `rerag_loss`) with a teacher that knows the answer (F = 0 on the answer's passage, -30 elsewhere).
-The demo world's questions and labels are never seen. Prints held-out group accuracy by step and
-writes a model folder that `re_depth.py --estimator` starts from:
+The demo world's questions and labels are never seen. Prints held-out group accuracy by step,
+then accuracy against each kind of passage alone (groups of the answer's passage and two of one
+kind), and writes a model folder that `re_depth.py --estimator` starts from (BENCHMARKS.md):
 
-    OMP_NUM_THREADS=2 python benchmarks/re_pretraining.py --out outputs/re_pretrained --steps 1500
-    python benchmarks/re_depth.py --estimator outputs/re_pretrained --scores outputs/re_depth_F600.pt \\
-        --strategies 12+8 --steps 1200 --eval-every 300
+    python benchmarks/re_pretraining.py --lr 5e-4 --steps 5000 --eval-every 1000 --out outputs/re_pretrained_long
+    python benchmarks/re_depth.py --estimator outputs/re_pretrained_long --lr 5e-4 \\
+        --scores outputs/re_depth_F600.pt --strategies 12+8 --steps 1200 --eval-every 300
 """
 from __future__ import annotations
 
@@ -80,6 +81,9 @@ def main() -> None:
             print(f"step {step}: {(time.time() - start) / 60:.1f} min, loss {sum(losses) / len(losses):.3f}, "
                   f"held-out accuracy {accuracy(estimator, heldout):.3f}", flush=True)
             losses = []
+    for kind, sizes in (("namesakes", (2, 0, 0)), ("same entity", (0, 2, 0)), ("random", (0, 0, 2))):
+        groups = [GroupSampler(corpus, *sizes)(random.Random(f"h:{i}")) for i in range(200)]
+        print(f"accuracy against {kind} alone (chance 0.33): {accuracy(estimator, groups):.3f}", flush=True)
     estimator.model.save_pretrained(args.out)
     tokenizer.save_pretrained(args.out)
     print(args.out)
