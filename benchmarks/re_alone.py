@@ -143,7 +143,7 @@ def main() -> None:
             loss = rerag_loss(log_p_true.view(b, k), log_p_false.view(b, k), target, hp.alpha_re, hp.alpha_tok,
                               hp.kl_direction, hp.alpha_anchor, batch["has_answer"].view(b, k), hp.normalize_re)
             (loss["loss"] / accumulate).backward()
-            losses.append(float(loss["loss_re"]))
+            losses.append(float(loss["loss_re"].detach()))
             if (i + 1) % accumulate == 0:
                 if clip:
                     torch.nn.utils.clip_grad_norm_(params, clip)
