@@ -24,6 +24,8 @@ from pathlib import Path
 
 import torch
 
+from rerag.losses import rerag_loss
+
 
 def build(config: Path, overrides: list[str]):
     """The config's module and datamodule (set up for fit) and its trainer settings, as `rerag fit` parses them."""
@@ -124,13 +126,9 @@ def main() -> None:
     optimizer = torch.optim.AdamW(params, lr=hp.estimator_lr or hp.lr, weight_decay=hp.weight_decay)
     accumulate, clip = trainer["accumulate_grad_batches"], trainer["gradient_clip_val"]
     val = data.val_dataloader()
-
-    from rerag.losses import rerag_loss
-
     rows = [(0, 0.0, float("nan"), dev_recall_at_1(module, val, args.dev_questions))]
     print(rows[-1], flush=True)
-    start, step, epoch, losses = time.time(), 0, 0, []
-    train_time = 0.0
+    start, train_time, step, epoch, losses = time.time(), 0.0, 0, 0, []
     while step < args.steps:
         loader = data.train_dataloader()
         loader.sampler.set_epoch(epoch)
