@@ -17,26 +17,19 @@ random-init RE, this tries any RE the config can build: a LoRA adapter on a caus
 from __future__ import annotations
 
 import argparse
+import itertools
 import sys
 import time
-import warnings
 from pathlib import Path
 
 import torch
 
-from rerag.losses import rerag_loss
+from rerag.cli import fit_cli
 
 
 def build(config: Path, overrides: list[str]):
     """The config's module and datamodule (set up for fit) and its trainer settings, as `rerag fit` parses them."""
-    from rerag.cli import RERAGCLI
-    from rerag.data.datamodule import RERAGDataModule
-    from rerag.module import RERAGModule
-
-    with warnings.catch_warnings():  # LightningCLI flags the script's own argv otherwise
-        warnings.filterwarnings("ignore", message="LightningCLI's args parameter")
-        cli = RERAGCLI(RERAGModule, RERAGDataModule, subclass_mode_data=True,
-                       args=["--config", str(config), *overrides], run=False)
+    cli = fit_cli(["--config", str(config), *overrides])
     cli.datamodule.setup("fit")
     return cli.model, cli.datamodule, cli.config["trainer"], cli.config["seed_everything"]
 
@@ -83,24 +76,19 @@ def dev_recall_at_1(module, loader, n_questions: int) -> dict[str, float]:
     by `has_answer` and (when the data has it) by `gold`."""
     module.eval()
     hits: dict[str, list[bool]] = {}
-    seen = 0
     for batch in loader:
         s = module.relevance_scores(batch["re"])
-        start = 0
-        for n in batch["n_contexts"].tolist():
+        counts = batch["n_contexts"].tolist()
+        for start, n in zip(itertools.accumulate([0, *counts]), counts):
             best = start + int(s[start : start + n].argmax())
             for field in ("has_answer", "gold"):
                 if field in batch:
                     hits.setdefault(f"re_{field}", []).append(bool(batch[field][best]))
                     hits.setdefault(f"retriever_{field}", []).append(bool(batch[field][start]))
-            start += n
-            seen += 1
-            if seen == n_questions:
-                break
-        if seen == n_questions:
+        if len(hits["re_has_answer"]) >= n_questions:
             break
     module.train()
-    return {name: sum(v) / len(v) for name, v in hits.items()}
+    return {name: sum(v[:n_questions]) / len(v[:n_questions]) for name, v in hits.items()}
 
 
 def main() -> None:
@@ -134,12 +122,7 @@ def main() -> None:
         loader.sampler.set_epoch(epoch)
         for i, batch in enumerate(loader):
             tick = time.time()
-            b, k = len(batch["ids"]), int(batch["n_contexts"][0])
-            target = answer_loglik(module, batch, cache)
-            log_p_true, log_p_false = module.estimator.true_false_logprobs(batch["re"]["input_ids"],
-                                                                           batch["re"]["attention_mask"])
-            loss = rerag_loss(log_p_true.view(b, k), log_p_false.view(b, k), target, hp.alpha_re, hp.alpha_tok,
-                              hp.kl_direction, hp.alpha_anchor, batch["has_answer"].view(b, k), hp.normalize_re)
+            loss = module.relevance_losses(batch, answer_loglik(module, batch, cache))
             (loss["loss"] / accumulate).backward()
             losses.append(float(loss["loss_re"].detach()))
             if (i + 1) % accumulate == 0:

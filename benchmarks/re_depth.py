@@ -5,9 +5,8 @@ Scores the first `--train-questions` training questions' 100 contexts once with 
 with F fixed, once per strategy, and prints dev Recall@1 over the top 100 and over the top 20 by
 step, from step 0 (the RE before training). A strategy is `N+M`: BM25's top N contexts plus M
 drawn uniformly from ranks N..100 (`rerag.data.datamodule.sample_deep_contexts`, as
-`data.n_deep_contexts` draws them); `top20` is
-the paper's 20+0; `N+M@D` draws the M from ranks N..D; an `anchor` suffix adds the has-answer
-anchor (`model.alpha_anchor` 1.0).
+`data.n_deep_contexts` draws them); `top20` is the paper's 20+0; `N+M@D` draws the M from ranks
+N..D; an `anchor` suffix adds the has-answer anchor (`model.alpha_anchor` 1.0).
 `--estimator` starts the RE from a checkpoint instead of the config's random init (e.g. the
 shipped reader, `rerag:assets/reader`); `--scores` keeps F in a file, so later calls skip the reader.
 

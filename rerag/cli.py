@@ -49,6 +49,16 @@ class RERAGCLI(LightningCLI):
         self.trainer.test(self.model, datamodule=self.datamodule, ckpt_path=best)
 
 
+def fit_cli(args: list[str]) -> RERAGCLI:
+    """A `rerag fit` config parsed and its trainer, module and datamodule built, not run: for code
+    that calls `rerag fit`'s pieces itself (`rerag reproduce`, benchmarks)."""
+    import warnings
+
+    with warnings.catch_warnings():  # the caller's own argv, which LightningCLI would otherwise flag
+        warnings.filterwarnings("ignore", message="LightningCLI's args parameter")
+        return RERAGCLI(RERAGModule, RERAGDataModule, subclass_mode_data=True, args=args, run=False)
+
+
 def quiet_progress_bars_in_logs() -> None:
     """In a log file (stdout not a terminal), progress bars are carriage-return redraws: turn off
     those of transformers and datasets; rerag's own loops print timed lines (`erag.progress`)."""

@@ -152,13 +152,19 @@ class RERAGModule(L.LightningModule):
             losses = {"loss_gen": marginal_nll(scores, answer_loglik)}
             losses["loss"] = losses["loss_gen"]
         else:
-            log_p_true, log_p_false = self.estimator.true_false_logprobs(
-                batch["re"]["input_ids"], batch["re"]["attention_mask"], backend=self.hparams.kernel_backend)
-            losses = rerag_loss(log_p_true.view(b, k), log_p_false.view(b, k), answer_loglik,
-                                self.hparams.alpha_re, self.hparams.alpha_tok, self.hparams.kl_direction,
-                                self.hparams.alpha_anchor, batch["has_answer"].view(b, k), self.hparams.normalize_re)
+            losses = self.relevance_losses(batch, answer_loglik)
         self.log_dict({f"train/{n}": v for n, v in losses.items()}, prog_bar=True, batch_size=b)
         return losses["loss"]
+
+    def relevance_losses(self, batch: dict, answer_loglik: torch.Tensor) -> dict[str, torch.Tensor]:
+        """The RE's forward pass and eq. 12's losses with the module's weights, given the
+        generator's F_ij [b, k] (computed in the step, or fixed, as `benchmarks/re_alone.py` does)."""
+        b, k = answer_loglik.shape
+        log_p_true, log_p_false = self.estimator.true_false_logprobs(
+            batch["re"]["input_ids"], batch["re"]["attention_mask"], backend=self.hparams.kernel_backend)
+        return rerag_loss(log_p_true.view(b, k), log_p_false.view(b, k), answer_loglik,
+                          self.hparams.alpha_re, self.hparams.alpha_tok, self.hparams.kl_direction,
+                          self.hparams.alpha_anchor, batch["has_answer"].view(b, k), self.hparams.normalize_re)
 
     def estimator_parameters(self) -> list[torch.nn.Parameter]:
         """The trainable parameters of the RE: its own model's, or its adapter's on a shared base."""

@@ -20,7 +20,7 @@ from typing import Literal
 
 from rerag.reproduce import eor_tables, erag_tables, rerag_tables
 from rerag.reproduce.result import Result
-from rerag.reproduce.workspace import Workspace
+from rerag.reproduce.workspace import DEFAULT_TOP_K, Workspace
 
 PAPERS = {"re-rag": "RE-RAG", "eor": "Ensemble of Retrievers (EoR)", "erag": "eRAG"}
 
@@ -76,7 +76,7 @@ def run_table(ws: Workspace, paper: str, name: str) -> dict:
 def reproduce(paper: Literal["re-rag", "eor", "erag", "all"], tables: list[str] | None = None, *,
               scale: Literal["toy", "quick", "full"] = "quick", out: str = "outputs/reproduce",
               doc: str | None = "REPRODUCTION.md", fit_config: str = "configs/demo.yaml", data_dir: str | None = None,
-              top_k: int = 5, llm: str | None = None) -> dict:
+              top_k: int = DEFAULT_TOP_K, llm: str | None = None) -> dict:
     """Reproduce the papers' tables and figures: train what they need, reuse what a run already made.
 
     Args:

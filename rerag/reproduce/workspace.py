@@ -10,7 +10,6 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +19,8 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO_CONFIG = ROOT / "configs" / "demo.yaml"
+DEMO_DATA = "data/demo"  # where `rerag fit --config configs/demo.yaml` writes its world
+DEFAULT_TOP_K = 5  # contexts the RE keeps for answers and confidence (the paper: 25)
 
 
 @dataclass(frozen=True)
@@ -62,11 +63,11 @@ class Workspace:
     """One output folder, one scale, one base config; the cache of every step the tables run."""
 
     def __init__(self, out: str | Path, scale: str = "quick", config: str | Path = DEMO_CONFIG,
-                 data_dir: str | None = None, top_k: int = 5, llm: str | None = None):
+                 data_dir: str | None = None, top_k: int = DEFAULT_TOP_K, llm: str | None = None):
         self.out, self.scale_name, self.config = Path(out), scale, Path(config)
         self.scale = SCALES[scale]
         self.top_k, self.llm = top_k, llm
-        self.data_dir = data_dir or str(self.out / "data" if scale == "toy" else "data/demo")
+        self.data_dir = data_dir or str(self.out / "data" if scale == "toy" else DEMO_DATA)
         self.used: list[dict] = []  # every step asked for (run or read back), for the times report
 
     def step(self, name: str, key: Any, run: Callable[[Path], dict]) -> dict:
@@ -89,8 +90,8 @@ class Workspace:
     def options(self) -> str:
         """The `rerag reproduce` arguments besides paper, tables and scale that made this workspace."""
         given = {"--fit_config": None if self.config.resolve() == DEMO_CONFIG else self.config,
-                 "--data_dir": None if self.scale_name == "toy" or self.data_dir == "data/demo" else self.data_dir,
-                 "--top_k": None if self.top_k == 5 else self.top_k, "--llm": self.llm}
+                 "--data_dir": None if self.scale_name == "toy" or self.data_dir == DEMO_DATA else self.data_dir,
+                 "--top_k": None if self.top_k == DEFAULT_TOP_K else self.top_k, "--llm": self.llm}
         return "".join(f" {flag} {value}" for flag, value in given.items() if value is not None)
 
     def main(self) -> dict:
@@ -183,17 +184,13 @@ def _fit(config: Path, overrides: dict[str, Any], folder: Path, test: bool) -> d
     from lightning.pytorch.callbacks import ModelCheckpoint
 
     from rerag.callbacks import LearningCurve, MetricsWriter
-    from rerag.cli import RERAGCLI
-    from rerag.data.datamodule import RERAGDataModule
-    from rerag.module import RERAGModule
+    from rerag.cli import fit_cli
 
     args = ["--config", str(config), "--trainer.default_root_dir", str(folder),
             "--trainer.logger.init_args.save_dir", str(folder)]
     for name, value in overrides.items():
         args += [f"--{name}", json.dumps(value) if not isinstance(value, str) else value]
-    with warnings.catch_warnings():  # called from `rerag reproduce`, whose own argv LightningCLI would flag
-        warnings.filterwarnings("ignore", message="LightningCLI's args parameter")
-        cli = RERAGCLI(RERAGModule, RERAGDataModule, subclass_mode_data=True, args=args, run=False)
+    cli = fit_cli(args)
     for callback in cli.trainer.callbacks:  # every file the run writes goes into its folder
         if isinstance(callback, ModelCheckpoint):
             callback.dirpath = str(folder / "checkpoints")
