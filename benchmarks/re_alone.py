@@ -52,6 +52,19 @@ def load_generator(module, checkpoint: Path) -> int:
     return len(wanted)
 
 
+def save_with_estimator(module, checkpoint: Path, out: Path) -> None:
+    """Write fit checkpoint `checkpoint` with `module`'s weights and settings: its generator and the
+    RE trained here, for `rerag test --ckpt_path`, `rerag export` and `predict-file`. Its optimizer
+    state is dropped (it was the joint run's): the file evaluates, it does not resume."""
+    ckpt = torch.load(checkpoint, map_location="cpu", weights_only=False)
+    ckpt["state_dict"] = module.state_dict()
+    ckpt["hyper_parameters"] = dict(module.hparams)
+    for key in ("optimizer_states", "lr_schedulers", "loops"):
+        ckpt.pop(key, None)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    torch.save(ckpt, out)
+
+
 def batch_key(batch: dict, i: int) -> str:
     """A training question's identity for the F cache: its id, sampled answer and contexts."""
     return "|".join([batch["ids"][i], str(batch["labels"][i].tolist()), *(c["id"] for c in batch["contexts"][i])])
@@ -101,7 +114,11 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=100, help="optimizer steps")
     p.add_argument("--eval-every", type=int, default=25)
     p.add_argument("--dev-questions", type=int, default=50)
+    p.add_argument("--save", type=Path, default=None,
+                   help="write --checkpoint with the RE trained here, for `rerag test --ckpt_path` (with the same overrides)")
     args = p.parse_args(argv[: argv.index("--")] if "--" in argv else argv)
+    if args.save and not args.checkpoint:
+        p.error("--save writes a copy of --checkpoint: give one")
 
     module, data, trainer, seed = build(args.config, overrides)
     torch.manual_seed(seed or 0)
@@ -141,6 +158,8 @@ def main() -> None:
         epoch += 1
     if args.scores and len(cache) > cached_before:
         torch.save(cache, args.scores)
+    if args.save:
+        save_with_estimator(module, args.checkpoint, args.save)
 
     names = list(rows[0][3])
     print(f"\nThe RE alone, {args.config.name} {' '.join(overrides)}: dev Recall@1 over "

@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import lightning
 import pytest
 import torch
 import yaml
@@ -89,3 +90,32 @@ def test_generator_comes_from_the_checkpoint_and_the_re_does_not(tmp_path, world
             assert torch.equal(after[key], moved[key]), key
         else:
             assert torch.equal(after[key], before[key]), key  # the RE adapter and the base untouched
+
+
+def test_saved_checkpoint_holds_the_trained_re_and_the_checkpoints_generator(tmp_path, world_dir, chat_tokenizer_dir):
+    from rerag.infer.export import load_checkpoint
+
+    config = write_config(tmp_path / "tiny.yaml", world_dir, chat_tokenizer_dir)
+    joint, *_ = re_alone.build(config, [])
+    with torch.no_grad():
+        for name, p in joint.named_parameters():
+            if ".generator." in name:
+                p.add_(0.5)  # the joint run's generator
+    fit_ckpt = tmp_path / "fit.ckpt"
+    torch.save({"state_dict": joint.state_dict(), "hyper_parameters": dict(joint.hparams),
+                "pytorch-lightning_version": lightning.__version__, "optimizer_states": [{"state": {}}]}, fit_ckpt)
+    module, *_ = re_alone.build(config, ["--model.estimator_lora.r", "8"])  # an RE of another shape
+    re_alone.load_generator(module, fit_ckpt)
+    with torch.no_grad():
+        for p in module.estimator_parameters():
+            p.add_(0.25)  # "trained" here
+    re_alone.save_with_estimator(module, fit_ckpt, tmp_path / "out" / "re_alone.ckpt")
+    saved = torch.load(tmp_path / "out" / "re_alone.ckpt", weights_only=False)
+    assert "optimizer_states" not in saved and saved["hyper_parameters"]["estimator_lora"]["r"] == 8
+    estimator, generator = load_checkpoint(tmp_path / "out" / "re_alone.ckpt")  # as rerag export reads it
+    rebuilt = estimator.model.state_dict()
+    for key, value in module.estimator.model.state_dict().items():
+        assert torch.equal(rebuilt[key], value), key
+    for key, value in joint.state_dict().items():
+        if ".generator." in key:
+            assert torch.equal(module.state_dict()[key], value), key

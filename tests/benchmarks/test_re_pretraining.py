@@ -31,3 +31,19 @@ def test_groups_hold_the_answer_first_and_hard_negatives_after():
             assert p["title"] == entity and p["question"] != question
     again = sampler(random.Random(7))
     assert again == sampler(random.Random(7))
+
+
+def test_respelled_entities_keep_their_kinds_and_namesakes():
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(Path(re_pretraining.ROOT) / "rerag" / "assets" / "demo_tokenizer")
+    entities = [f"Bek{i:03d}x Hap{i}" for i in range(300)] + [f"the ship Zor{i}" for i in range(50)]
+    renamed = re_pretraining.respell_entities(entities, tokenizer, 1.0, random.Random(0))
+    assert renamed == re_pretraining.respell_entities(entities, tokenizer, 1.0, random.Random(0))
+    assert not set(renamed) & set(entities) and len(renamed) > 0.95 * len(entities)  # a rare clash merges two
+    people = [e for e in renamed if not e.startswith("the ship ")]
+    assert 280 < len(people) and all(len(e.split(" ")) == 2 for e in people)
+    assert len({e.split(" ")[0] for e in people}) <= 100  # first names from a pool: namesakes remain
+    # names start with many word-initial pieces (the originals all start with "ĠBek")
+    assert len({tokenizer.tokenize(" " + e)[0] for e in people}) > 50
+    assert re_pretraining.respell_entities(entities, tokenizer, 0.0, random.Random(0)) == sorted(entities)
