@@ -18,6 +18,7 @@ from lightning.pytorch.cli import LightningCLI
 
 from rerag.callbacks import ProgressLines
 from rerag.data.datamodule import RERAGDataModule
+from rerag.demo.estimator_pretraining import EstimatorPretrainConfig
 from rerag.demo.reader_pretraining import CorpusConfig, PretrainConfig
 from rerag.integrations.eor_evaluation import run_eor
 from rerag.integrations.erag_evaluation import run_erag
@@ -141,6 +142,19 @@ def pretrain(*, reader: PretrainConfig | None = None, corpus: CorpusConfig | Non
     reader, corpus = reader or PretrainConfig(), corpus or CorpusConfig()
     generator, rows = run(reader, corpus)
     print(save_reader(generator, reader, corpus, rows))
+
+
+def pretrain_estimator(*, estimator: EstimatorPretrainConfig | None = None) -> None:
+    """Pretrain the tiny RE the demo starts from, for relevance on the reader's corpus.
+
+    Args:
+        estimator: the RE's shape and training run (`rerag.demo.estimator_pretraining.EstimatorPretrainConfig`).
+    """
+    from rerag.demo.estimator_pretraining import pretrain_estimator as run, save_estimator
+
+    estimator = estimator or EstimatorPretrainConfig()
+    model, rows = run(estimator)
+    print(save_estimator(model, estimator, rows))
 
 
 def export(*, checkpoint: str, out: str, adapters_only: bool = False) -> None:
@@ -352,6 +366,7 @@ COMMANDS = {
     "make-squad": make_squad,
     "make-tokenizer": make_tokenizer,
     "pretrain": pretrain,
+    "pretrain-estimator": pretrain_estimator,
     "export": export,
     "rerank": rerank,
     "predict-file": predict_file,

@@ -242,13 +242,25 @@ def table7(ws: Workspace) -> Result:
 
 def figure2(ws: Workspace) -> Result:
     """Accuracy (EM) of the test questions binned by calibrated confidence, for REs of two sizes
-    (the demo's, and twice its width), both trained for the scale's ablation steps."""
+    (the demo's, and twice its width from random init; a pretrained RE, which exists in one size,
+    also from random init at its own size), each trained for the scale's ablation steps."""
     import yaml
+    from transformers import AutoConfig
+
+    from erag.lm import resolve
 
     base = yaml.safe_load(ws.config.read_text())["model"]["estimator"]
-    wider = {**base, "config": {**base["config"], **{k: 2 * base["config"][k] for k in ("d_model", "d_ff", "d_kv")}}}
-    runs = {f"RE d_model {base['config']['d_model']}": _ablation(ws),
-            f"RE d_model {wider['config']['d_model']}": _ablation(ws, validate=False, estimator=wider)}
+    shape = base["config"]
+    if shape is None:  # pretrained: its architecture, from random init
+        found = AutoConfig.from_pretrained(resolve(base["name_or_path"])).to_dict()
+        shape = {k: found[k] for k in ("model_type", "d_model", "d_ff", "d_kv", "num_heads", "num_layers",
+                                       "num_decoder_layers", "dropout_rate")}
+    random_init = lambda config: {**base, "name_or_path": None, "config": config}  # noqa: E731
+    wider = {**shape, **{k: 2 * shape[k] for k in ("d_model", "d_ff", "d_kv")}}
+    runs = {f"RE d_model {shape['d_model']}" + (", pretrained" if base["config"] is None else ""): _ablation(ws)}
+    if base["config"] is None:
+        runs[f"RE d_model {shape['d_model']}, random init"] = _ablation(ws, validate=False, estimator=random_init(shape))
+    runs[f"RE d_model {wider['d_model']}, random init"] = _ablation(ws, validate=False, estimator=random_init(wider))
     edges = np.linspace(0.0, 1.0, 6)
     curves, counts = {}, {}
     for name, run in runs.items():

@@ -1,17 +1,14 @@
-"""benchmarks/re_pretraining.py: its groups put the passage stating the asked fact first, then
-namesakes with the same relation, the entity's other facts and random passages; deterministic by seed."""
-import importlib.util
+"""Relevance pretraining of the demo's RE: its groups put the passage stating the asked fact first,
+then namesakes with the same relation, the entity's other facts and random passages, deterministic by
+seed; respelled names keep namesakes; a short run writes a folder the demo config can start from."""
+import json
 import random
-from pathlib import Path
 
 import pytest
 
+from erag.lm import load_tokenizer
+from rerag.demo import estimator_pretraining as re_pretraining
 from rerag.demo.reader_pretraining import CorpusConfig, ReadingCorpus
-
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "re_pretraining.py"
-spec = importlib.util.spec_from_file_location("re_pretraining", SCRIPT)
-re_pretraining = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(re_pretraining)
 
 
 @pytest.mark.slow  # the corpus of 3,000 entities takes seconds to build
@@ -34,9 +31,7 @@ def test_groups_hold_the_answer_first_and_hard_negatives_after():
 
 
 def test_respelled_entities_keep_their_kinds_and_namesakes():
-    from transformers import AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(Path(re_pretraining.ROOT) / "rerag" / "assets" / "demo_tokenizer")
+    tokenizer = load_tokenizer("rerag:assets/demo_tokenizer")
     entities = [f"Bek{i:03d}x Hap{i}" for i in range(300)] + [f"the ship Zor{i}" for i in range(50)]
     renamed = re_pretraining.respell_entities(entities, tokenizer, 1.0, random.Random(0))
     assert renamed == re_pretraining.respell_entities(entities, tokenizer, 1.0, random.Random(0))
@@ -47,3 +42,23 @@ def test_respelled_entities_keep_their_kinds_and_namesakes():
     # names start with many word-initial pieces (the originals all start with "ĠBek")
     assert len({tokenizer.tokenize(" " + e)[0] for e in people}) > 50
     assert re_pretraining.respell_entities(entities, tokenizer, 0.0, random.Random(0)) == sorted(entities)
+
+
+@pytest.mark.slow  # the corpus takes seconds to build
+def test_a_short_run_writes_a_folder_the_demo_config_loads(tmp_path):
+    from rerag.models.estimator import RelevanceEstimator
+    from rerag.models.loading import ModelSpec, build_model
+
+    cfg = re_pretraining.EstimatorPretrainConfig(out_dir=str(tmp_path / "re"), steps=2, batch_size=2, eval_every=1,
+                                                 n_eval=4, model={**re_pretraining.EstimatorPretrainConfig().model,
+                                                                  "d_model": 16, "d_ff": 32, "d_kv": 4})
+    estimator, rows = re_pretraining.pretrain_estimator(cfg, log=lambda _: None)
+    assert [r.get("step") for r in rows[:3]] == [0, 1, 2] and "accuracy_vs_namesakes" in rows[-1]
+    out = re_pretraining.save_estimator(estimator, cfg, rows)
+    saved = json.loads((out / "pretraining.json").read_text())
+    assert saved["command"] == "rerag pretrain-estimator" and saved["pretrain"]["steps"] == 2
+    tokenizer = load_tokenizer(cfg.tokenizer)
+    loaded = RelevanceEstimator(build_model(ModelSpec(name_or_path=str(out)), tokenizer), tokenizer, "true", "false",
+                                cfg.template, cfg.max_length)
+    question, passages = re_pretraining.GroupSampler(ReadingCorpus(CorpusConfig()), 1, 1, 1)(random.Random(0))
+    assert loaded.score(question, passages).tolist() == pytest.approx(estimator.score(question, passages).tolist(), abs=1e-5)
