@@ -1,14 +1,14 @@
 """Does the RE hold over BM25's top 100? Training-context sampling against depth, in minutes.
 
 Scores the first `--train-questions` training questions' 100 contexts once with the shipped reader
-(F_ij, eq. 8), then trains the demo config's random-init RE alone on L_gen + L_re + L_tok (eq. 12)
+(F_ij, eq. 8), then trains the demo config's RE shape from random init alone on L_gen + L_re + L_tok (eq. 12)
 with F fixed, once per strategy, and prints dev Recall@1 over the top 100 and over the top 20 by
 step, from step 0 (the RE before training). A strategy is `N+M`: BM25's top N contexts plus M
 drawn uniformly from ranks N..100 (`rerag.data.datamodule.sample_deep_contexts`, as
 `data.n_deep_contexts` draws them); `top20` is the paper's 20+0; `N+M@D` draws the M from ranks
 N..D; an `anchor` suffix adds the has-answer anchor (`model.alpha_anchor` 1.0).
-`--estimator` starts the RE from a checkpoint instead of the config's random init (e.g. the
-shipped reader, `rerag:assets/reader`); `--scores` keeps F in a file, so later calls skip the reader.
+`--estimator` starts the RE from a checkpoint instead (e.g. the shipped relevance-pretrained RE,
+`rerag:assets/relevance_estimator`, which the demo config starts from, or the shipped reader); `--scores` keeps F in a file, so later calls skip the reader.
 
     python benchmarks/re_depth.py --strategies top20,12+8,12+8anchor --steps 600
 """
@@ -29,7 +29,7 @@ from rerag.data.fid_format import read_fid
 from rerag.losses import rerag_loss
 from rerag.models.estimator import RelevanceEstimator
 from rerag.models.generator import Generator
-from rerag.models.loading import ModelSpec, build_model
+from rerag.models.loading import ModelSpec, architecture, build_model
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -54,7 +54,7 @@ def main() -> None:
     p.add_argument("--dev-questions", type=int, default=100)
     p.add_argument("--steps", type=int, default=600)
     p.add_argument("--eval-every", type=int, default=200)
-    p.add_argument("--estimator", default=None, help="RE checkpoint to start from (default: the config's random init)")
+    p.add_argument("--estimator", default=None, help="RE checkpoint to start from (default: random init of the config's RE shape)")
     p.add_argument("--lr", type=float, default=None, help="learning rate (default: the config's)")
     p.add_argument("--scores", type=Path, default=None, help="file caching the reader's F_ij for these questions")
     args = p.parse_args()
@@ -74,7 +74,7 @@ def main() -> None:
             torch.save(answer_loglik, args.scores)
     if answer_loglik.shape != (len(train), depth):
         raise SystemExit(f"{args.scores} holds F for {tuple(answer_loglik.shape)} pairs, not {(len(train), depth)}")
-    spec_of_re = ModelSpec(name_or_path=args.estimator) if args.estimator else ModelSpec(config=model["estimator"]["config"])
+    spec_of_re = ModelSpec(name_or_path=args.estimator) if args.estimator else ModelSpec(config=architecture(ModelSpec(**model["estimator"])))
     rows = []
     for name in args.strategies.split(","):
         spec, _, deep_depth = name.removesuffix("anchor").partition("@")

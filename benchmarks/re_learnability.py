@@ -26,7 +26,7 @@ from rerag.losses import rerag_loss
 from rerag.models.estimator import RelevanceEstimator
 from rerag.models.generator import Generator
 from erag.lm import load_tokenizer
-from rerag.models.loading import ModelSpec, build_model
+from rerag.models.loading import ModelSpec, architecture, build_model
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -87,7 +87,7 @@ def main() -> None:
         torch.manual_seed(cfg["seed_everything"])
         rng = random.Random(cfg["seed_everything"])
         tokenizer = load_tokenizer(name)
-        estimator = RelevanceEstimator(build_model(ModelSpec(config=model["estimator"]["config"]), tokenizer), tokenizer,
+        estimator = RelevanceEstimator(build_model(ModelSpec(config=architecture(ModelSpec(**model["estimator"]))), tokenizer), tokenizer,
                                        model["true_word"], model["false_word"], model["re_template"], length)
         optimizer = torch.optim.AdamW(estimator.parameters(), lr=model["lr"], weight_decay=model["weight_decay"])
         curve, order, start = [recall_at_1(estimator, dev, k_eval, length)], [], time.time()

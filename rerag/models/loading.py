@@ -41,6 +41,18 @@ def auto_model_class(config) -> type:
     return AutoModelForSeq2SeqLM if config.is_encoder_decoder else AutoModelForCausalLM
 
 
+def architecture(spec: ModelSpec) -> dict[str, Any]:
+    """`spec`'s model as `config` arguments for a random-init copy: its own config, or its
+    checkpoint's (e.g. the shipped relevance-pretrained RE's shape, to ablate the pretraining)."""
+    if spec.config is not None:
+        return dict(spec.config)
+    path, gguf_file = checkpoint_location(spec.name_or_path)
+    found = AutoConfig.from_pretrained(path, trust_remote_code=spec.trust_remote_code, gguf_file=gguf_file).to_diff_dict()
+    tokenizer_given = ("vocab_size", "pad_token_id", "eos_token_id", "decoder_start_token_id")  # build_model fills these
+    dropped = ("architectures", "transformers_version", "_name_or_path", "dtype", *tokenizer_given)
+    return {k: v for k, v in found.items() if k not in dropped}
+
+
 def build_model(spec: ModelSpec, tokenizer: PreTrainedTokenizerBase) -> PreTrainedModel:
     """Load `spec.name_or_path`, or build a randomly initialised model from `spec.config`, in train mode."""
     if (spec.name_or_path is None) == (spec.config is None):

@@ -245,16 +245,11 @@ def figure2(ws: Workspace) -> Result:
     (the demo's, and twice its width from random init; a pretrained RE, which exists in one size,
     also from random init at its own size), each trained for the scale's ablation steps."""
     import yaml
-    from transformers import AutoConfig
 
-    from erag.lm import resolve
+    from rerag.models.loading import ModelSpec, architecture
 
     base = yaml.safe_load(ws.config.read_text())["model"]["estimator"]
-    shape = base["config"]
-    if shape is None:  # pretrained: its architecture, from random init
-        found = AutoConfig.from_pretrained(resolve(base["name_or_path"])).to_dict()
-        shape = {k: found[k] for k in ("model_type", "d_model", "d_ff", "d_kv", "num_heads", "num_layers",
-                                       "num_decoder_layers", "dropout_rate")}
+    shape = architecture(ModelSpec(**base))
     random_init = lambda config: {**base, "name_or_path": None, "config": config}  # noqa: E731
     wider = {**shape, **{k: 2 * shape[k] for k in ("d_model", "d_ff", "d_kv")}}
     runs = {f"RE d_model {shape['d_model']}" + (", pretrained" if base["config"] is None else ""): _ablation(ws)}

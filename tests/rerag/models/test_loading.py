@@ -1,0 +1,27 @@
+"""rerag.models.loading: `architecture` gives a random-init copy of a saved model's shape."""
+import pytest
+import torch
+
+from erag.lm import load_tokenizer
+from rerag.models.loading import ModelSpec, architecture, build_model
+from tests.rerag.conftest import TINY_LLAMA, TINY_T5, chat_tokenizer_dir, tokenizer_dir  # noqa: F401 (fixtures)
+
+
+@pytest.mark.parametrize("shape", [TINY_T5, TINY_LLAMA], ids=["t5", "llama"])
+def test_architecture_of_a_saved_model_rebuilds_its_random_init(tmp_path, chat_tokenizer_dir, shape):
+    tokenizer = load_tokenizer(chat_tokenizer_dir)
+    torch.manual_seed(0)
+    original = build_model(ModelSpec(config=shape), tokenizer)
+    with torch.no_grad():
+        for p in original.parameters():
+            p.add_(1.0)  # "pretrained": the weights moved, the shape did not
+    original.save_pretrained(tmp_path / "saved")
+    copied = architecture(ModelSpec(name_or_path=str(tmp_path / "saved")))
+    assert "vocab_size" not in copied and copied["model_type"] == shape["model_type"]  # the tokenizer gives those
+    torch.manual_seed(0)
+    fresh = build_model(ModelSpec(config=copied), tokenizer).state_dict()
+    torch.manual_seed(0)
+    expected = build_model(ModelSpec(config=shape), tokenizer).state_dict()
+    assert fresh.keys() == expected.keys()
+    assert all(torch.equal(fresh[k], expected[k]) for k in expected)  # the same init, not the saved weights
+    assert architecture(ModelSpec(config=shape)) == shape
