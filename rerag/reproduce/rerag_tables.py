@@ -249,11 +249,11 @@ def figure2(ws: Workspace) -> Result:
     from rerag.models.loading import ModelSpec, architecture
 
     base = yaml.safe_load(ws.config.read_text())["model"]["estimator"]
-    shape = architecture(ModelSpec(**base))
+    shape, pretrained = architecture(ModelSpec(**base)), base["config"] is None
     random_init = lambda config: {**base, "name_or_path": None, "config": config}  # noqa: E731
     wider = {**shape, **{k: 2 * shape[k] for k in ("d_model", "d_ff", "d_kv")}}
-    runs = {f"RE d_model {shape['d_model']}" + (", pretrained" if base["config"] is None else ""): _ablation(ws)}
-    if base["config"] is None:
+    runs = {f"RE d_model {shape['d_model']}" + (", pretrained" if pretrained else ""): _ablation(ws)}
+    if pretrained:
         runs[f"RE d_model {shape['d_model']}, random init"] = _ablation(ws, validate=False, estimator=random_init(shape))
     runs[f"RE d_model {wider['d_model']}, random init"] = _ablation(ws, validate=False, estimator=random_init(wider))
     edges = np.linspace(0.0, 1.0, 6)
