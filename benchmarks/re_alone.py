@@ -34,10 +34,14 @@ def build(config: Path, overrides: list[str]):
     return cli.model, cli.datamodule, cli.config["trainer"], cli.config["seed_everything"]
 
 
-def load_generator(module, checkpoint: Path) -> int:
+def load_generator(module, checkpoint: Path, with_estimator: bool = False) -> int:
     """Copy the generator's weights from a fit checkpoint (not the RE's: its shape may differ
-    here); returns how many tensors were loaded."""
+    here, unless `with_estimator`, which loads every tensor to go on from a `--save`d file);
+    returns how many tensors were loaded."""
     state = torch.load(checkpoint, map_location="cpu", weights_only=False)["state_dict"]
+    if with_estimator:
+        module.load_state_dict(state)
+        return len(state)
     adapter = module.generator.adapter
     if adapter is not None:  # a shared base: the generator is its adapter; the frozen base is the config's
         wanted = {k: v for k, v in state.items() if f".{adapter}." in k}
@@ -114,16 +118,18 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=100, help="optimizer steps")
     p.add_argument("--eval-every", type=int, default=25)
     p.add_argument("--dev-questions", type=int, default=50)
+    p.add_argument("--resume", action="store_true",
+                   help="--checkpoint is a --save'd file: start from its RE too (a fresh optimizer and data order)")
     p.add_argument("--save", type=Path, default=None,
                    help="write --checkpoint with the RE trained here, for `rerag test --ckpt_path` (with the same overrides)")
     args = p.parse_args(argv[: argv.index("--")] if "--" in argv else argv)
-    if args.save and not args.checkpoint:
-        p.error("--save writes a copy of --checkpoint: give one")
+    if (args.save or args.resume) and not args.checkpoint:
+        p.error("--save and --resume need --checkpoint")
 
     module, data, trainer, seed = build(args.config, overrides)
     torch.manual_seed(seed or 0)
     if args.checkpoint:
-        print(f"generator: {load_generator(module, args.checkpoint)} tensors from {args.checkpoint}", flush=True)
+        print(f"{'generator and RE' if args.resume else 'generator'}: {load_generator(module, args.checkpoint, args.resume)} tensors from {args.checkpoint}", flush=True)
     cache = torch.load(args.scores) if args.scores and args.scores.exists() else {}
     cached_before = len(cache)
     hp = module.hparams

@@ -119,3 +119,17 @@ def test_saved_checkpoint_holds_the_trained_re_and_the_checkpoints_generator(tmp
     for key, value in joint.state_dict().items():
         if ".generator." in key:
             assert torch.equal(module.state_dict()[key], value), key
+
+
+def test_resume_loads_the_saved_re_as_well(tmp_path, world_dir, chat_tokenizer_dir):
+    config = write_config(tmp_path / "tiny.yaml", world_dir, chat_tokenizer_dir)
+    saved, *_ = re_alone.build(config, [])
+    with torch.no_grad():
+        for p in saved.parameters():
+            if p.requires_grad:
+                p.add_(1.0)  # a --save'd file: both adapters moved
+    torch.save({"state_dict": saved.state_dict()}, tmp_path / "re_alone.ckpt")
+    fresh, *_ = re_alone.build(config, [])
+    assert re_alone.load_generator(fresh, tmp_path / "re_alone.ckpt", with_estimator=True) == len(saved.state_dict())
+    for key, value in saved.state_dict().items():
+        assert torch.equal(fresh.state_dict()[key], value), key
