@@ -46,6 +46,18 @@ def table(stdout: str) -> list[list[str]]:
     return [[cell.strip() for cell in line.strip("|").split("|")] for line in lines]
 
 
+def save_moved(config: Path, path: Path):
+    """A module of `config` with every adapter weight moved (the RE's and the generator's), saved as
+    a checkpoint's state_dict at `path`."""
+    module, *_ = re_alone.build(config, [])
+    with torch.no_grad():
+        for p in module.parameters():
+            if p.requires_grad:
+                p.add_(1.0)
+    torch.save({"state_dict": module.state_dict()}, path)
+    return module
+
+
 @pytest.mark.slow
 def test_trains_the_re_alone_and_reuses_cached_scores(tmp_path, world_dir, chat_tokenizer_dir):
     config = write_config(tmp_path / "tiny.yaml", world_dir, chat_tokenizer_dir)
@@ -75,12 +87,7 @@ def test_only_the_re_adapter_trains(tmp_path, world_dir, chat_tokenizer_dir):
 
 def test_generator_comes_from_the_checkpoint_and_the_re_does_not(tmp_path, world_dir, chat_tokenizer_dir):
     config = write_config(tmp_path / "tiny.yaml", world_dir, chat_tokenizer_dir)
-    trained, *_ = re_alone.build(config, [])
-    with torch.no_grad():
-        for p in trained.parameters():
-            if p.requires_grad:
-                p.add_(1.0)  # every adapter weight moved, the RE's and the generator's
-    torch.save({"state_dict": trained.state_dict()}, tmp_path / "fit.ckpt")
+    trained = save_moved(config, tmp_path / "fit.ckpt")
     fresh, *_ = re_alone.build(config, [])
     before = {k: v.clone() for k, v in fresh.state_dict().items()}
     assert re_alone.load_generator(fresh, tmp_path / "fit.ckpt") > 0
@@ -123,12 +130,7 @@ def test_saved_checkpoint_holds_the_trained_re_and_the_checkpoints_generator(tmp
 
 def test_resume_loads_the_saved_re_as_well(tmp_path, world_dir, chat_tokenizer_dir):
     config = write_config(tmp_path / "tiny.yaml", world_dir, chat_tokenizer_dir)
-    saved, *_ = re_alone.build(config, [])
-    with torch.no_grad():
-        for p in saved.parameters():
-            if p.requires_grad:
-                p.add_(1.0)  # a --save'd file: both adapters moved
-    torch.save({"state_dict": saved.state_dict()}, tmp_path / "re_alone.ckpt")
+    saved = save_moved(config, tmp_path / "re_alone.ckpt")  # as --save writes it: both adapters trained
     fresh, *_ = re_alone.build(config, [])
     assert re_alone.load_generator(fresh, tmp_path / "re_alone.ckpt", with_estimator=True) == len(saved.state_dict())
     for key, value in saved.state_dict().items():
