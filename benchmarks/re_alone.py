@@ -34,10 +34,10 @@ def build(config: Path, overrides: list[str]):
     return cli.model, cli.datamodule, cli.config["trainer"], cli.config["seed_everything"]
 
 
-def load_generator(module, checkpoint: Path, with_estimator: bool = False) -> int:
-    """Copy the generator's weights from a fit checkpoint (not the RE's: its shape may differ
-    here, unless `with_estimator`, which loads every tensor to go on from a `--save`d file);
-    returns how many tensors were loaded."""
+def load_weights(module, checkpoint: Path, with_estimator: bool = False) -> int:
+    """Copy the generator's weights from a fit checkpoint, not the RE's (its shape may differ here),
+    or with `with_estimator` every tensor, to go on from a `--save`d file; returns how many tensors
+    were loaded."""
     state = torch.load(checkpoint, map_location="cpu", weights_only=False)["state_dict"]
     if with_estimator:
         module.load_state_dict(state)
@@ -119,7 +119,7 @@ def main() -> None:
     p.add_argument("--eval-every", type=int, default=25)
     p.add_argument("--dev-questions", type=int, default=50)
     p.add_argument("--resume", action="store_true",
-                   help="--checkpoint is a --save'd file: start from its RE too (a fresh optimizer and data order)")
+                   help="--checkpoint is a --save'd file: start from its RE too (a fresh optimizer; the data order starts over)")
     p.add_argument("--save", type=Path, default=None,
                    help="write --checkpoint with the RE trained here, for `rerag test --ckpt_path` (with the same overrides)")
     args = p.parse_args(argv[: argv.index("--")] if "--" in argv else argv)
@@ -129,7 +129,7 @@ def main() -> None:
     module, data, trainer, seed = build(args.config, overrides)
     torch.manual_seed(seed or 0)
     if args.checkpoint:
-        print(f"{'generator and RE' if args.resume else 'generator'}: {load_generator(module, args.checkpoint, args.resume)} tensors from {args.checkpoint}", flush=True)
+        print(f"{'generator and RE' if args.resume else 'generator'}: {load_weights(module, args.checkpoint, args.resume)} tensors from {args.checkpoint}", flush=True)
     cache = torch.load(args.scores) if args.scores and args.scores.exists() else {}
     cached_before = len(cache)
     hp = module.hparams

@@ -90,7 +90,7 @@ def test_generator_comes_from_the_checkpoint_and_the_re_does_not(tmp_path, world
     trained = save_moved(config, tmp_path / "fit.ckpt")
     fresh, *_ = re_alone.build(config, [])
     before = {k: v.clone() for k, v in fresh.state_dict().items()}
-    assert re_alone.load_generator(fresh, tmp_path / "fit.ckpt") > 0
+    assert re_alone.load_weights(fresh, tmp_path / "fit.ckpt") > 0
     after, moved = fresh.state_dict(), trained.state_dict()
     for key in after:
         if ".generator." in key:
@@ -112,7 +112,7 @@ def test_saved_checkpoint_holds_the_trained_re_and_the_checkpoints_generator(tmp
     torch.save({"state_dict": joint.state_dict(), "hyper_parameters": dict(joint.hparams),
                 "pytorch-lightning_version": lightning.__version__, "optimizer_states": [{"state": {}}]}, fit_ckpt)
     module, *_ = re_alone.build(config, ["--model.estimator_lora.r", "8"])  # an RE of another shape
-    re_alone.load_generator(module, fit_ckpt)
+    re_alone.load_weights(module, fit_ckpt)
     with torch.no_grad():
         for p in module.estimator_parameters():
             p.add_(0.25)  # "trained" here
@@ -132,6 +132,6 @@ def test_resume_loads_the_saved_re_as_well(tmp_path, world_dir, chat_tokenizer_d
     config = write_config(tmp_path / "tiny.yaml", world_dir, chat_tokenizer_dir)
     saved = save_moved(config, tmp_path / "re_alone.ckpt")  # as --save writes it: both adapters trained
     fresh, *_ = re_alone.build(config, [])
-    assert re_alone.load_generator(fresh, tmp_path / "re_alone.ckpt", with_estimator=True) == len(saved.state_dict())
+    assert re_alone.load_weights(fresh, tmp_path / "re_alone.ckpt", with_estimator=True) == len(saved.state_dict())
     for key, value in saved.state_dict().items():
         assert torch.equal(fresh.state_dict()[key], value), key
