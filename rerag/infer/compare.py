@@ -23,8 +23,9 @@ from scipy.stats import bootstrap
 RETRIEVER = "retriever"
 
 
-def load_results(path: str | Path) -> dict[str, dict]:
-    """Per-question rows of one run, by question id; a clear error on a line that is not one."""
+def load_results(path: str | Path, fields: tuple[str, ...] = ("first_hit", "em", "f1")) -> dict[str, dict]:
+    """Per-question rows of one run, by question id; a clear error on a line that is not one or
+    lacks one of `fields`."""
     rows = {}
     for n, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
         if not line.strip():
@@ -34,6 +35,9 @@ def load_results(path: str | Path) -> dict[str, dict]:
             rows[row["id"]] = row
         except (json.JSONDecodeError, KeyError, TypeError) as err:
             raise ValueError(f"{path}: line {n}: not a result row with an 'id' ({err})") from None
+        missing = [f for f in fields if f not in row]
+        if missing:
+            raise ValueError(f"{path}: line {n}: no field {missing[0]!r} (a result row of another rerag version?)")
     if not rows:
         raise ValueError(f"{path}: no result rows")
     return rows
@@ -67,7 +71,9 @@ def compare(runs: dict[str, str | Path], retriever: str | None = None, against: 
             ks: list[int] = [1, 5], resamples: int = 2000, seed: int = 0) -> dict[str, Any]:
     """Figures of every system with intervals, and `against` minus each other system with paired
     intervals (default `against`: the last run). Runs must hold the same questions."""
-    loaded = {name: load_results(path) for name, path in runs.items()}
+    retriever_fields = ("first_hit", "em", "f1", "em_retriever_order", "f1_retriever_order")
+    loaded = {name: load_results(path, retriever_fields if name == retriever else ("first_hit", "em", "f1"))
+              for name, path in runs.items()}
     ids = sorted(next(iter(loaded.values())))
     for name, rows in loaded.items():
         if sorted(rows) != ids:

@@ -1,4 +1,5 @@
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -52,6 +53,15 @@ def test_runs_on_other_questions_are_refused(runs, tmp_path):
 
 def test_a_bad_line_names_the_file_and_line(runs, tmp_path):
     bad = tmp_path / "bad.jsonl"
-    bad.write_text(json.dumps({"id": "q0"}) + "\n{not json\n")
+    bad.write_text(json.dumps(row(0, 1, 1, 1.0, 1.0)) + "\n{not json\n")
     with pytest.raises(ValueError, match=r"bad\.jsonl: line 2"):
         compare({"bad": bad})
+
+
+def test_a_row_without_a_needed_field_names_the_file_line_and_field(runs, tmp_path):
+    rows = [json.loads(line) for line in Path(runs["rerag"]).read_text().splitlines()]
+    del rows[1]["em_retriever_order"]  # as rows of an older version, which named it em_retriever
+    old = write(tmp_path / "old.jsonl", rows)
+    compare({**runs, "rerag": old})  # the field is needed only where the retriever's answers come from
+    with pytest.raises(ValueError, match=r"old\.jsonl: line 2: no field 'em_retriever_order'"):
+        compare({**runs, "rerag": old}, retriever="rerag")
