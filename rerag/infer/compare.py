@@ -21,9 +21,11 @@ import numpy as np
 from scipy.stats import bootstrap
 
 RETRIEVER = "retriever"
+FIELDS = ("first_hit", "em", "f1")  # what every run's rows need
+RETRIEVER_FIELDS = (*FIELDS, "em_retriever_order", "f1_retriever_order")  # and the run named by `retriever`
 
 
-def load_results(path: str | Path, fields: tuple[str, ...] = ("first_hit", "em", "f1")) -> dict[str, dict]:
+def load_results(path: str | Path, fields: tuple[str, ...] = FIELDS) -> dict[str, dict]:
     """Per-question rows of one run, by question id; a clear error on a line that is not one or
     lacks one of `fields`."""
     rows = {}
@@ -71,8 +73,7 @@ def compare(runs: dict[str, str | Path], retriever: str | None = None, against: 
             ks: list[int] = [1, 5], resamples: int = 2000, seed: int = 0) -> dict[str, Any]:
     """Figures of every system with intervals, and `against` minus each other system with paired
     intervals (default `against`: the last run). Runs must hold the same questions."""
-    retriever_fields = ("first_hit", "em", "f1", "em_retriever_order", "f1_retriever_order")
-    loaded = {name: load_results(path, retriever_fields if name == retriever else ("first_hit", "em", "f1"))
+    loaded = {name: load_results(path, RETRIEVER_FIELDS if name == retriever else FIELDS)
               for name, path in runs.items()}
     ids = sorted(next(iter(loaded.values())))
     for name, rows in loaded.items():
