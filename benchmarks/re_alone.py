@@ -129,7 +129,8 @@ def main() -> None:
     module, data, trainer, seed = build(args.config, overrides)
     torch.manual_seed(seed or 0)
     if args.checkpoint:
-        print(f"{'generator and RE' if args.resume else 'generator'}: {load_weights(module, args.checkpoint, args.resume)} tensors from {args.checkpoint}", flush=True)
+        loaded = load_weights(module, args.checkpoint, with_estimator=args.resume)
+        print(f"{'generator and RE' if args.resume else 'generator'}: {loaded} tensors from {args.checkpoint}", flush=True)
     cache = torch.load(args.scores) if args.scores and args.scores.exists() else {}
     cached_before = len(cache)
     hp = module.hparams
