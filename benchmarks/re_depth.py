@@ -2,11 +2,12 @@
 
 Scores the first `--train-questions` training questions' 100 contexts once with the shipped reader
 (F_ij, eq. 8), then trains the demo config's RE shape from random init alone on L_gen + L_re + L_tok (eq. 12)
-with F fixed, once per strategy, and prints dev Recall@1 over the top 100 and over the top 20 by
-step, from step 0 (the RE before training). A strategy is `N+M`: BM25's top N contexts plus M
+with F fixed, once per strategy, and prints dev Recall@1 over the top 100 and over the top 20, and
+the AUROC of the raw set-level confidence (max_j s over the RE's top 5 of the top 100, for "they
+hold an answer"), by step, from step 0 (the RE before training). A strategy is `N+M`: BM25's top N contexts plus M
 drawn uniformly from ranks N..100 (`rerag.data.datamodule.sample_deep_contexts`, as
 `data.n_deep_contexts` draws them); `top20` is the paper's 20+0; `N+M@D` draws the M from ranks
-N..D; an `anchor` suffix adds the has-answer anchor (`model.alpha_anchor` 1.0).
+N..D; an `anchor` suffix adds the has-answer anchor (`model.alpha_anchor` 1.0), `anchorW` with weight W.
 `--estimator` starts the RE from a checkpoint instead (e.g. the shipped relevance-pretrained RE,
 `rerag:assets/relevance_estimator`, which the demo config starts from, or the shipped reader); `--scores` keeps F in a file, so later calls skip the reader.
 
@@ -26,6 +27,7 @@ from re_learnability import encode, reader_scores
 
 from rerag.data.datamodule import sample_deep_contexts
 from rerag.data.fid_format import read_fid
+from rerag.infer.calibration import auroc
 from rerag.losses import rerag_loss
 from rerag.models.estimator import RelevanceEstimator
 from rerag.models.generator import Generator
@@ -35,14 +37,21 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 @torch.no_grad()
-def recall_at_1(estimator: RelevanceEstimator, records: list[dict], depth: int, max_length: int) -> float:
+def evaluate(estimator: RelevanceEstimator, records: list[dict], depth: int, max_length: int,
+             keep: int = 5) -> tuple[float, float]:
+    """Recall@1 over the first `depth` contexts, and the AUROC of the set-level confidence max_j s
+    for "the RE's top `keep` hold an answer" (the calibration issue's raw confidence)."""
     estimator.eval()
-    hits = 0
+    hits, confidence, held = 0, [], []
     for record in records:
         enc = encode(estimator.tokenizer, estimator.template, [record], depth, max_length)
-        hits += record["ctxs"][int(estimator(enc["input_ids"], enc["attention_mask"]).argmax())]["has_answer"]
+        s = estimator(enc["input_ids"], enc["attention_mask"])
+        kept = s.topk(min(keep, len(s))).indices.tolist()
+        hits += record["ctxs"][kept[0]]["has_answer"]
+        confidence.append(float(s.max()))
+        held.append(any(record["ctxs"][j]["has_answer"] for j in kept))
     estimator.train()
-    return hits / len(records)
+    return hits / len(records), auroc(confidence, held)
 
 
 def main() -> None:
@@ -77,7 +86,9 @@ def main() -> None:
     spec_of_re = ModelSpec(name_or_path=args.estimator) if args.estimator else ModelSpec(config=architecture(ModelSpec(**model["estimator"])))
     rows = []
     for name in args.strategies.split(","):
-        spec, _, deep_depth = name.removesuffix("anchor").partition("@")
+        spec, anchored, anchor_weight = name.partition("anchor")
+        anchor_weight = float(anchor_weight or 1.0) if anchored else 0.0
+        spec, _, deep_depth = spec.partition("@")
         n_top, n_deep = (20, 0) if spec == "top20" else map(int, spec.split("+"))
         deep_depth = int(deep_depth) if deep_depth else depth
         torch.manual_seed(cfg["seed_everything"])
@@ -86,7 +97,11 @@ def main() -> None:
         estimator = RelevanceEstimator(build_model(spec_of_re, tokenizer),
                                        tokenizer, model["true_word"], model["false_word"], model["re_template"], length)
         optimizer = torch.optim.AdamW(estimator.parameters(), lr=args.lr or model["lr"], weight_decay=model["weight_decay"])
-        curve, start = [(recall_at_1(estimator, dev, depth, length), recall_at_1(estimator, dev, 20, length))], time.time()
+        def point() -> tuple[float, float, float]:
+            deep, set_auroc = evaluate(estimator, dev, depth, length)
+            return deep, evaluate(estimator, dev, 20, length)[0], set_auroc
+
+        curve, start = [point()], time.time()
         for step in range(1, args.steps + 1):
             idx = [rng.randrange(len(train)) for _ in range(batch)]
             ranks = [sample_deep_contexts(list(range(depth)), n_top, n_deep, deep_depth, rng) for _ in idx]
@@ -97,21 +112,22 @@ def main() -> None:
             has_answer = torch.tensor([[c["has_answer"] for c in r["ctxs"]] for r in records])
             loss = rerag_loss(log_p_true.view(batch, k), log_p_false.view(batch, k),
                               torch.stack([answer_loglik[i, r] for i, r in zip(idx, ranks)]), model["alpha_re"],
-                              model["alpha_tok"], model["kl_direction"], 1.0 if name.endswith("anchor") else 0.0,
+                              model["alpha_tok"], model["kl_direction"], anchor_weight,
                               has_answer)["loss"]
             optimizer.zero_grad()
             loss.backward()
             torch.nn.utils.clip_grad_norm_(estimator.parameters(), cfg["trainer"]["gradient_clip_val"])
             optimizer.step()
             if step % args.eval_every == 0:
-                curve.append((recall_at_1(estimator, dev, depth, length), recall_at_1(estimator, dev, 20, length)))
+                curve.append(point())
                 print(name, step, curve[-1], flush=True)
         rows.append((name, (time.time() - start) / 60, curve))
     steps = range(0, args.steps + 1, args.eval_every)  # step 0: the RE before training
-    print(f"\nDev RE Recall@1 over the top {depth} / the top 20 by step ({len(dev)} questions):\n")
+    print(f"\nDev RE Recall@1 over the top {depth} / the top 20 / AUROC of max s for \"the RE's top 5 of {depth} hold"
+          f" an answer\" by step ({len(dev)} questions):\n")
     print("| strategy | minutes | " + " | ".join(map(str, steps)) + " |\n|---|---|" + "---|" * len(steps))
     for name, minutes, curve in rows:
-        print(f"| {name} | {minutes:.1f} | " + " | ".join(f"{a:.2f} / {b:.2f}" for a, b in curve) + " |")
+        print(f"| {name} | {minutes:.1f} | " + " | ".join(f"{a:.2f} / {b:.2f} / {c:.2f}" for a, b, c in curve) + " |")
 
 
 if __name__ == "__main__":

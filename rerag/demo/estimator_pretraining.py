@@ -10,7 +10,10 @@ shares no relations, templates or facts with the demo world: per question a grou
 one stating the asked fact first, then the same relation about entities whose name starts with the
 same word, the asked entity's other facts, and random passages. The objective is RE-RAG's own
 (eq. 12, `rerag_loss`) with a teacher that knows the answer (F = 0 on the answer's passage, -30
-elsewhere); the demo world's questions and labels are never seen. `rerag pretrain-estimator` runs
+elsewhere); the demo world's questions and labels are never seen. Optionally (`alpha_anchor`,
+`answerless`) it also learns absolute relevance, as monoT5-style rerankers are trained pointwise:
+BCE of sigmoid(s) against "states the asked fact", with a share of groups whose answer's passage is
+replaced by another namesake's, so that a namesake scores low even where nothing outranks it. `rerag pretrain-estimator` runs
 it and writes an RE folder; the one shipped as `rerag/assets/relevance_estimator` is what
 configs/demo.yaml starts from.
 """
@@ -49,6 +52,8 @@ class EstimatorPretrainConfig:
     alpha_re: float = 1.0
     alpha_tok: float = 1.0
     kl_direction: str = "generator_to_re"
+    alpha_anchor: float = 0.0      # weight of BCE(sigmoid(s), states the asked fact) (`rerag.losses.has_answer_anchor`)
+    answerless: float = 0.0        # share of groups whose answer's passage is swapped for another namesake's
     steps: int = 8000
     batch_size: int = 16           # questions (groups) per step
     groups: tuple[int, int, int] = (2, 2, 3)  # namesake, same-entity and random passages per question
@@ -85,10 +90,12 @@ def respell_entities(entities: list[str], tokenizer, share: float, rng: random.R
 
 
 class GroupSampler:
-    """(question, passages) groups from the reading corpus, the answer's passage first."""
+    """(question, passages) groups from the reading corpus, the answer's passage first; in a share
+    `answerless` of them a namesake's passage of the same relation stands in its place."""
 
-    def __init__(self, corpus: ReadingCorpus, n_entity: int, n_relation: int, n_random: int):
+    def __init__(self, corpus: ReadingCorpus, n_entity: int, n_relation: int, n_random: int, answerless: float = 0.0):
         self.corpus, self.n_entity, self.n_relation, self.n_random = corpus, n_entity, n_relation, n_random
+        self.answerless = answerless
         self.namesakes: dict[str, list[str]] = defaultdict(list)
         for entity in corpus.entities:
             self.namesakes[entity.split(" ")[0]].append(entity)
@@ -98,12 +105,18 @@ class GroupSampler:
         entity, rel = rng.choice(c.entities), rng.choice(c.relations)
         positive = c.sample(rng, entity, rel)
         others = [e for e in self.namesakes[entity.split(" ")[0]] if e != entity] or c.entities
-        passages = [positive]
-        passages += [c.sample(rng, rng.choice(others), rel) for _ in range(self.n_entity)]
+        n_entity = self.n_entity + (self.answerless > 0 and rng.random() < self.answerless)  # no draw at 0: seeds keep their groups
+        passages = [] if n_entity > self.n_entity else [positive]
+        passages += [c.sample(rng, rng.choice(others), rel) for _ in range(n_entity)]
         passages += [c.sample(rng, entity, rng.choice([r for r in c.relations if r != rel]))
                      for _ in range(self.n_relation)]
         passages += [c.sample(rng) for _ in range(self.n_random)]
         return positive["question"], passages
+
+
+def states_the_fact(question: str, passages: list[dict]) -> torch.Tensor:
+    """1 for the passage written for `question` (the answer's), 0 for the rest: the anchor's label."""
+    return torch.tensor([float(p["question"] == question) for p in passages])
 
 
 @torch.no_grad()
@@ -114,6 +127,19 @@ def accuracy(estimator, groups: list[tuple[str, list[dict]]]) -> float:
     hits = sum(int(estimator.score(q, ps).argmax()) == 0 for q, ps in groups)
     estimator.train(was_training)
     return hits / len(groups)
+
+
+@torch.no_grad()
+def answer_auroc(estimator, groups: list[tuple[str, list[dict]]]) -> float:
+    """AUROC of max_j s for "the group holds the answer's passage": the set-level confidence's
+    separation (the calibration issue's target), on groups of which some lack the answer."""
+    from rerag.infer.calibration import auroc
+
+    was_training = estimator.training
+    estimator.eval()
+    confidence = [float(estimator.score(q, ps).max()) for q, ps in groups]
+    estimator.train(was_training)
+    return auroc(confidence, [bool(states_the_fact(q, ps).any()) for q, ps in groups])
 
 
 def pretrain_estimator(cfg: EstimatorPretrainConfig, log=print):
@@ -132,21 +158,22 @@ def pretrain_estimator(cfg: EstimatorPretrainConfig, log=print):
     corpus = ReadingCorpus(CorpusConfig(), vocab_pieces(tokenizer))
     if cfg.piece_names:
         corpus.entities = respell_entities(corpus.entities, tokenizer, cfg.piece_names, random.Random(cfg.seed))
-    sampler = GroupSampler(corpus, *cfg.groups)
-    heldout = [sampler(random.Random(f"heldout:{i}")) for i in range(cfg.n_eval)]
+    sampler = GroupSampler(corpus, *cfg.groups, answerless=cfg.answerless)
+    heldout = [GroupSampler(corpus, *cfg.groups)(random.Random(f"heldout:{i}")) for i in range(cfg.n_eval)]
+    mixed = [GroupSampler(corpus, *cfg.groups, answerless=0.5)(random.Random(f"mixed:{i}")) for i in range(cfg.n_eval)]
     optimizer = torch.optim.AdamW(estimator.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     rng, start, losses = random.Random(cfg.seed), time.time(), []
-    rows = [{"step": 0, "heldout_accuracy": accuracy(estimator, heldout)}]
+    rows = [{"step": 0, "heldout_accuracy": accuracy(estimator, heldout), "heldout_auroc": round(answer_auroc(estimator, mixed), 3)}]
     log(json.dumps(rows[-1]))
     for step in range(1, cfg.steps + 1):
         groups = [sampler(rng) for _ in range(cfg.batch_size)]
         k = len(groups[0][1])
         enc = estimator.encode([q for q, ps in groups for _ in ps], [c for _, ps in groups for c in ps])
         log_p_true, log_p_false = estimator.true_false_logprobs(enc["input_ids"], enc["attention_mask"])
-        teacher = torch.full((len(groups), k), MISS)
-        teacher[:, 0] = 0.0
+        labels = torch.stack([states_the_fact(q, ps) for q, ps in groups])
+        teacher = torch.where(labels.bool(), 0.0, MISS)
         loss = rerag_loss(log_p_true.view(-1, k), log_p_false.view(-1, k), teacher, cfg.alpha_re,
-                          cfg.alpha_tok, cfg.kl_direction)["loss"]
+                          cfg.alpha_tok, cfg.kl_direction, cfg.alpha_anchor, labels)["loss"]
         optimizer.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(estimator.parameters(), 1.0)
@@ -154,7 +181,8 @@ def pretrain_estimator(cfg: EstimatorPretrainConfig, log=print):
         losses.append(loss.item())
         if step % cfg.eval_every == 0 or step == cfg.steps:
             rows.append({"step": step, "minutes": round((time.time() - start) / 60, 2),
-                         "loss": round(sum(losses) / len(losses), 4), "heldout_accuracy": accuracy(estimator, heldout)})
+                         "loss": round(sum(losses) / len(losses), 4), "heldout_accuracy": accuracy(estimator, heldout),
+                         "heldout_auroc": round(answer_auroc(estimator, mixed), 3)})
             log(json.dumps(rows[-1]))
             losses = []
     kinds = {"namesakes": (2, 0, 0), "same_entity": (0, 2, 0), "random": (0, 0, 2)}
@@ -169,9 +197,16 @@ def pretrain_estimator(cfg: EstimatorPretrainConfig, log=print):
 
 def save_estimator(estimator, cfg: EstimatorPretrainConfig, rows: list[dict]) -> Path:
     """Write the RE's model as a folder `ModelSpec(name_or_path=...)` reads, with `pretraining.json`:
-    the settings and the log."""
+    the settings and the log, and, when the run started from a pretrained RE (`init`), that RE's own
+    `pretraining.json` under `init_pretraining`, so a chain of runs stays on record."""
+    from erag.lm import resolve
+
     out = Path(cfg.out_dir)
+    init_record = Path(resolve(cfg.init)) / "pretraining.json" if cfg.init else None
+    record = {"command": "rerag pretrain-estimator", "pretrain": asdict(cfg), "log": rows}
+    if init_record is not None and init_record.exists():  # read before `out` may overwrite it
+        record["init_pretraining"] = json.loads(init_record.read_text())
     estimator.model.save_pretrained(out)
     with open(out / "pretraining.json", "w") as f:
-        json.dump({"command": "rerag pretrain-estimator", "pretrain": asdict(cfg), "log": rows}, f, indent=1)
+        json.dump(record, f, indent=1)
     return out

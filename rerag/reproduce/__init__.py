@@ -137,7 +137,9 @@ def document(index: dict, out: str, calls: list[dict] = ()) -> str:
              f"- Outputs (Markdown, JSON, PNG): `{out}/<paper>/`. A table's time counts the runs it started; "
              "runs it reused from the cache are listed with the time they took when made.",
              "- The world is the demo's synthetic one (`configs/demo.yaml`) unless `--fit_config` says otherwise: "
-             "absolute numbers are not comparable with the papers', the comparisons inside a table are.", ""]
+             "absolute numbers are not comparable with the papers', the comparisons inside a table are. Every fit "
+             "trains as that config does, with its departures from the paper (a relevance-pretrained RE, contexts "
+             "drawn from deep ranks, the has-answer anchor `model.alpha_anchor`; README \"The demo's RE\").", ""]
     for key, title in PAPERS.items():
         lines += [f"## {title}", ""]
         for name in sorted(REGISTRY[key], key=_sort_key):

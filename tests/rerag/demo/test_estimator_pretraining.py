@@ -1,6 +1,7 @@
 """Relevance pretraining of the demo's RE: its groups put the passage stating the asked fact first,
 then namesakes with the same relation, the entity's other facts and random passages, deterministic by
 seed; respelled names keep namesakes; a short run writes a folder the demo config can start from."""
+import dataclasses
 import json
 import random
 
@@ -28,6 +29,23 @@ def test_groups_hold_the_answer_first_and_hard_negatives_after():
             assert p["title"] == entity and p["question"] != question
     again = sampler(random.Random(7))
     assert again == sampler(random.Random(7))
+    assert re_pretraining.states_the_fact(*again).tolist() == [1.0] + [0.0] * 7
+
+
+@pytest.mark.slow  # the corpus takes seconds to build
+def test_answerless_groups_swap_the_answer_for_a_namesake_and_keep_their_size():
+    corpus = ReadingCorpus(CorpusConfig())
+    plain = re_pretraining.GroupSampler(corpus, 2, 2, 3)
+    assert re_pretraining.GroupSampler(corpus, 2, 2, 3, answerless=0.0)(random.Random(3)) == plain(random.Random(3))
+    sampler = re_pretraining.GroupSampler(corpus, 2, 2, 3, answerless=1.0)
+    for seed in range(20):
+        question, passages = sampler(random.Random(seed))
+        assert len(passages) == 8 and re_pretraining.states_the_fact(question, passages).sum() == 0
+        asked = [p for p in passages[:3] if p["title"].split()[0].lower() in question.lower()]
+        assert len(asked) == 3 and all(p["title"].lower() not in question.lower() for p in passages[:3])  # namesakes
+    labels = [re_pretraining.states_the_fact(*re_pretraining.GroupSampler(corpus, 2, 2, 3, answerless=0.5)(random.Random(s)))[0]
+              for s in range(200)]
+    assert 70 < sum(labels) < 130  # about half keep the answer's passage
 
 
 def test_respelled_entities_keep_their_kinds_and_namesakes():
@@ -50,10 +68,11 @@ def test_a_short_run_writes_a_folder_the_demo_config_loads(tmp_path):
     from rerag.models.loading import ModelSpec, build_model
 
     cfg = re_pretraining.EstimatorPretrainConfig(out_dir=str(tmp_path / "re"), steps=2, batch_size=2, eval_every=1,
-                                                 n_eval=4, model={**re_pretraining.EstimatorPretrainConfig().model,
+                                                 n_eval=4, alpha_anchor=1.0, answerless=0.5, model={**re_pretraining.EstimatorPretrainConfig().model,
                                                                   "d_model": 16, "d_ff": 32, "d_kv": 4})
     estimator, rows = re_pretraining.pretrain_estimator(cfg, log=lambda _: None)
     assert [r.get("step") for r in rows[:3]] == [0, 1, 2] and "accuracy_vs_namesakes" in rows[-1]
+    assert all(0.0 <= r["heldout_auroc"] <= 1.0 for r in rows[:3])
     out = re_pretraining.save_estimator(estimator, cfg, rows)
     saved = json.loads((out / "pretraining.json").read_text())
     assert saved["command"] == "rerag pretrain-estimator" and saved["pretrain"]["steps"] == 2
@@ -62,3 +81,8 @@ def test_a_short_run_writes_a_folder_the_demo_config_loads(tmp_path):
                                 cfg.template, cfg.max_length)
     question, passages = re_pretraining.GroupSampler(ReadingCorpus(CorpusConfig()), 1, 1, 1)(random.Random(0))
     assert loaded.score(question, passages).tolist() == pytest.approx(estimator.score(question, passages).tolist(), abs=1e-5)
+    # a run started from that folder keeps its record: the chain of runs behind the weights
+    again = dataclasses.replace(cfg, init=str(out), out_dir=str(tmp_path / "re2"), steps=1)
+    out2 = re_pretraining.save_estimator(re_pretraining.pretrain_estimator(again, log=lambda _: None)[0], again, rows)
+    chained = json.loads((out2 / "pretraining.json").read_text())
+    assert chained["pretrain"]["init"] == str(out) and chained["init_pretraining"] == saved
