@@ -97,6 +97,7 @@ def main() -> None:
         estimator = RelevanceEstimator(build_model(spec_of_re, tokenizer),
                                        tokenizer, model["true_word"], model["false_word"], model["re_template"], length)
         optimizer = torch.optim.AdamW(estimator.parameters(), lr=args.lr or model["lr"], weight_decay=model["weight_decay"])
+
         def point() -> tuple[float, float, float]:
             deep, set_auroc = evaluate(estimator, dev, depth, length)
             return deep, evaluate(estimator, dev, 20, length)[0], set_auroc

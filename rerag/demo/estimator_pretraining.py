@@ -13,8 +13,8 @@ same word, the asked entity's other facts, and random passages. The objective is
 elsewhere); the demo world's questions and labels are never seen. Optionally (`alpha_anchor`,
 `answerless`) it also learns absolute relevance, as monoT5-style rerankers are trained pointwise:
 BCE of sigmoid(s) against "states the asked fact", with a share of groups whose answer's passage is
-replaced by another namesake's, so that a namesake scores low even where nothing outranks it. `rerag pretrain-estimator` runs
-it and writes an RE folder; the one shipped as `rerag/assets/relevance_estimator` is what
+replaced by another namesake's, so that a namesake scores low even where nothing outranks it.
+`rerag pretrain-estimator` runs it and writes an RE folder; the one shipped as `rerag/assets/relevance_estimator` is what
 configs/demo.yaml starts from.
 """
 from __future__ import annotations
@@ -105,7 +105,8 @@ class GroupSampler:
         entity, rel = rng.choice(c.entities), rng.choice(c.relations)
         positive = c.sample(rng, entity, rel)
         others = [e for e in self.namesakes[entity.split(" ")[0]] if e != entity] or c.entities
-        n_entity = self.n_entity + (self.answerless > 0 and rng.random() < self.answerless)  # no draw at 0: seeds keep their groups
+        # no draw when answerless is 0, so a seed gives the groups it gave before the option existed
+        n_entity = self.n_entity + (self.answerless > 0 and rng.random() < self.answerless)
         passages = [] if n_entity > self.n_entity else [positive]
         passages += [c.sample(rng, rng.choice(others), rel) for _ in range(n_entity)]
         passages += [c.sample(rng, entity, rng.choice([r for r in c.relations if r != rel]))
@@ -143,7 +144,8 @@ def answer_auroc(estimator, groups: list[tuple[str, list[dict]]]) -> float:
 
 
 def pretrain_estimator(cfg: EstimatorPretrainConfig, log=print):
-    """Train the RE; return it and the log rows (step, loss, held-out accuracy; at the end accuracy
+    """Train the RE; return it and the log rows (step, loss, held-out accuracy, held-out AUROC of
+    max_j s on groups of which half lack the answer (`answer_auroc`); at the end accuracy
     against each kind of passage alone, in groups of the answer's passage and two of that kind)."""
     from erag.lm import load_tokenizer
     from rerag.models.estimator import RelevanceEstimator
