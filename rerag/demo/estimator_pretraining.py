@@ -134,13 +134,14 @@ def accuracy(estimator, groups: list[tuple[str, list[dict]]]) -> float:
 def answer_auroc(estimator, groups: list[tuple[str, list[dict]]]) -> float:
     """AUROC of max_j s for "the group holds the answer's passage": the set-level confidence's
     separation (the calibration issue's target), on groups of which some lack the answer."""
-    from rerag.infer.calibration import auroc
+    from torchmetrics.functional.classification import binary_auroc
 
     was_training = estimator.training
     estimator.eval()
-    confidence = [float(estimator.score(q, ps).max()) for q, ps in groups]
+    confidence = torch.stack([estimator.score(q, ps).max() for q, ps in groups]).float()
     estimator.train(was_training)
-    return auroc(confidence, [bool(states_the_fact(q, ps).any()) for q, ps in groups])
+    held = torch.stack([states_the_fact(q, ps).any() for q, ps in groups]).long()
+    return float(binary_auroc(confidence, held))
 
 
 def pretrain_estimator(cfg: EstimatorPretrainConfig, log=print):

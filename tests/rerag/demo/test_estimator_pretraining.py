@@ -6,6 +6,7 @@ import json
 import random
 
 import pytest
+import torch
 
 from erag.lm import load_tokenizer
 from rerag.demo import estimator_pretraining as re_pretraining
@@ -86,3 +87,17 @@ def test_a_short_run_writes_a_folder_the_demo_config_loads(tmp_path):
     out2 = re_pretraining.save_estimator(re_pretraining.pretrain_estimator(again, log=lambda _: None)[0], again, rows)
     chained = json.loads((out2 / "pretraining.json").read_text())
     assert chained["pretrain"]["init"] == str(out) and chained["init_pretraining"] == saved
+
+
+def test_answer_auroc_separates_groups_by_their_best_score():
+    class Scorer(torch.nn.Module):  # s = 2 on the passage written for the question, else its index / 10
+        def score(self, question, passages):
+            return torch.tensor([2.0 if p["question"] == question else i / 10 for i, p in enumerate(passages)])
+
+    with_answer = [("q1", [{"question": "q1"}, {"question": "x"}]), ("q2", [{"question": "y"}, {"question": "q2"}])]
+    without = [("q3", [{"question": "a"}, {"question": "b"}, {"question": "c"}])]
+    assert re_pretraining.answer_auroc(Scorer(), with_answer + without) == 1.0
+    namesake = [("q3", [{"question": "a"}, {"question": "b"}, {"question": "qx"}])]
+    fooled = Scorer()
+    fooled.score = lambda q, ps: Scorer().score(q, ps) + torch.tensor([3.0 if p["question"] == "qx" else 0.0 for p in ps])
+    assert re_pretraining.answer_auroc(fooled, with_answer + namesake) == 0.0  # a passage without the answer on top
