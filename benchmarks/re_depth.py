@@ -27,8 +27,8 @@ from re_learnability import encode, reader_scores
 
 from rerag.data.datamodule import sample_deep_contexts
 from rerag.data.fid_format import read_fid
-from rerag.infer.calibration import auroc
 from rerag.losses import rerag_loss
+from rerag.metrics import auroc
 from rerag.models.estimator import RelevanceEstimator
 from rerag.models.generator import Generator
 from rerag.models.loading import ModelSpec, architecture, build_model

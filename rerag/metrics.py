@@ -1,5 +1,6 @@
-"""Evaluation metrics as torchmetrics Metrics, so they sync across DDP processes, and the
-per-question facts that paired comparisons of runs are computed from.
+"""Evaluation metrics as torchmetrics Metrics, so they sync across DDP processes, the
+per-question facts that paired comparisons of runs are computed from, and the AUROC of a
+confidence (calibration reports, the RE's pretraining log).
 
 Recall@k is the share of questions with a relevant context in the top k (DPR's
 top-k accuracy), torchmetrics' RetrievalHitRate; "relevant" is `has_answer` (the answer string
@@ -7,6 +8,7 @@ is in the passage) or `gold` (the passage holds the question's own answer span).
 """
 from __future__ import annotations
 
+import numpy as np
 import torch
 from torchmetrics import MetricCollection
 from torchmetrics.retrieval import RetrievalHitRate
@@ -23,3 +25,14 @@ def first_hit_rank(scores: torch.Tensor, relevant: torch.Tensor) -> int | None:
     order = torch.argsort(scores, descending=True, stable=True)
     hits = torch.nonzero(relevant[order]).flatten()
     return int(hits[0]) + 1 if len(hits) else None
+
+
+def auroc(confidence, labels) -> float:
+    """Area under the ROC curve of `confidence` for label 1 (NaN when only one class is present)."""
+    from torchmetrics.functional.classification import binary_auroc
+
+    y = np.asarray(labels).astype(np.int64)
+    if y.min() == y.max():
+        return float("nan")
+    return float(binary_auroc(torch.as_tensor(np.asarray(confidence, dtype=np.float64)), torch.as_tensor(y),
+                              validate_args=False))

@@ -31,6 +31,7 @@ import torch
 from rerag.demo.reader_pretraining import CorpusConfig, ReadingCorpus, vocab_pieces
 from rerag.inputs import DEFAULT_TEMPLATE
 from rerag.losses import rerag_loss
+from rerag.metrics import auroc
 
 MISS = -30.0  # the teacher's F on a passage without the answer: Q_G is one-hot on the answer's passage
 
@@ -134,14 +135,11 @@ def accuracy(estimator, groups: list[tuple[str, list[dict]]]) -> float:
 def answer_auroc(estimator, groups: list[tuple[str, list[dict]]]) -> float:
     """AUROC of max_j s for "the group holds the answer's passage": the set-level confidence's
     separation (the calibration issue's target), on groups of which some lack the answer."""
-    from torchmetrics.functional.classification import binary_auroc
-
     was_training = estimator.training
     estimator.eval()
-    confidence = torch.stack([estimator.score(q, ps).max() for q, ps in groups]).float()
+    confidence = [float(estimator.score(q, ps).max()) for q, ps in groups]
     estimator.train(was_training)
-    held = torch.stack([states_the_fact(q, ps).any() for q, ps in groups]).long()
-    return float(binary_auroc(confidence, held))
+    return auroc(confidence, [bool(states_the_fact(q, ps).any()) for q, ps in groups])
 
 
 def pretrain_estimator(cfg: EstimatorPretrainConfig, log=print):

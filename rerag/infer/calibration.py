@@ -37,6 +37,7 @@ import torch
 from scipy.special import expit
 
 from rerag.infer.rerank import rerank
+from rerag.metrics import auroc
 from rerag.models.calibration import Calibration, Calibrator, IsotonicCalibrator, PlattCalibrator, SetCalibrator
 from rerag.models.estimator import RelevanceEstimator
 
@@ -66,17 +67,6 @@ def ece(probs, labels, n_bins: int = N_BINS) -> float:
 def brier(probs, labels) -> float:
     """Mean squared difference between probability and 0/1 label."""
     return float(np.mean((np.asarray(probs, dtype=np.float64) - np.asarray(labels, dtype=np.float64)) ** 2))
-
-
-def auroc(confidence, labels) -> float:
-    """Area under the ROC curve of `confidence` for label 1 (NaN when only one class is present)."""
-    from torchmetrics.functional.classification import binary_auroc
-
-    y = np.asarray(labels).astype(np.int64)
-    if y.min() == y.max():
-        return float("nan")
-    return float(binary_auroc(torch.as_tensor(np.asarray(confidence, dtype=np.float64)), torch.as_tensor(y),
-                              validate_args=False))
 
 
 def aurc(confidence, labels) -> float:
