@@ -65,6 +65,10 @@ class EstimatorPretrainConfig:
     n_eval: int = 200
     seed: int = 0
 
+    def __post_init__(self):
+        if not 0.0 <= self.answerless <= 1.0:
+            raise ValueError(f"estimator.answerless is a share of groups, in [0, 1]: got {self.answerless}")
+
 
 def respell_entities(entities: list[str], tokenizer, share: float, rng: random.Random) -> list[str]:
     """`entities` with `share` of them renamed from the tokenizer's pieces: a capitalized

@@ -101,3 +101,8 @@ def test_answer_auroc_separates_groups_by_their_best_score():
     fooled = Scorer()
     fooled.score = lambda q, ps: Scorer().score(q, ps) + torch.tensor([3.0 if p["question"] == "qx" else 0.0 for p in ps])
     assert re_pretraining.answer_auroc(fooled, with_answer + namesake) == 0.0  # a passage without the answer on top
+
+
+def test_answerless_must_be_a_share():
+    with pytest.raises(ValueError, match="estimator.answerless .* in \\[0, 1\\]: got 1.5"):
+        re_pretraining.EstimatorPretrainConfig(answerless=1.5)
