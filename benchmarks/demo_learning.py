@@ -10,6 +10,7 @@ its checkpoints, `test_metrics.json` and `learning_curve.png` under `--out/<worl
     OMP_NUM_THREADS=2 python benchmarks/demo_learning.py             # both worlds, one after the other
     python benchmarks/demo_learning.py --worlds foreign --extra --trainer.max_steps=300   # a quick look
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,9 +34,15 @@ def world_config(world: str, out: Path, data_root: Path) -> list[str]:
         return args + [f"--data.data_dir={data_root / 'demo'}"]
     folder = data_root / "foreign"
     if not (folder / "test.jsonl").is_file():
-        subprocess.run([sys.executable, str(ROOT / "benchmarks" / "foreign_world.py"), "--out", str(folder)], check=True)
-    return args + ["--data.demo=null", f"--data.train_file={folder / 'train.jsonl'}",
-                   f"--data.val_file={folder / 'dev.jsonl'}", f"--data.test_file={folder / 'test.jsonl'}"]
+        subprocess.run(
+            [sys.executable, str(ROOT / "benchmarks" / "foreign_world.py"), "--out", str(folder)], check=True
+        )
+    return args + [
+        "--data.demo=null",
+        f"--data.train_file={folder / 'train.jsonl'}",
+        f"--data.val_file={folder / 'dev.jsonl'}",
+        f"--data.test_file={folder / 'test.jsonl'}",
+    ]
 
 
 def main() -> None:
@@ -48,8 +55,15 @@ def main() -> None:
     rows = []
     for world in args.worlds.split(","):
         out = args.out / world
-        command = [sys.executable, "-m", "rerag", "fit", *world_config(world, out, args.data_root),
-                   "--trainer.enable_progress_bar=false", *args.extra]
+        command = [
+            sys.executable,
+            "-m",
+            "rerag",
+            "fit",
+            *world_config(world, out, args.data_root),
+            "--trainer.enable_progress_bar=false",
+            *args.extra,
+        ]
         start = time.time()
         subprocess.run(command, check=True, cwd=ROOT)
         metrics = json.loads((out / "test_metrics.json").read_text())
@@ -57,8 +71,10 @@ def main() -> None:
     print("\n| world | minutes | steps | RE Recall@1 | BM25 Recall@1 | RE-RAG EM | retriever-order EM |")
     print("|---|---|---|---|---|---|---|")
     for world, minutes, m in rows:
-        print(f"| {world} | {minutes:.1f} | {m['global_step']} | {m['test/re_recall@1']:.3f} | "
-              f"{m['test/retriever_recall@1']:.3f} | {m['test/em']:.3f} | {m['test/em_retriever_order']:.3f} |")
+        print(
+            f"| {world} | {minutes:.1f} | {m['global_step']} | {m['test/re_recall@1']:.3f} | "
+            f"{m['test/retriever_recall@1']:.3f} | {m['test/em']:.3f} | {m['test/em_retriever_order']:.3f} |"
+        )
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ operation (`Voter.select`), which is what every Nelder-Mead objective evaluation
 
 `--encoder` adds an embedding-similarity metric from a local sentence-transformers or HF encoder.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -25,8 +26,10 @@ def synthetic_answers(num_questions: int, num_retrievers: int, seed: int = 0) ->
     rng = np.random.default_rng(seed)
     accuracy = rng.uniform(0.3, 0.7, num_retrievers)
     return [
-        [f"the answer to question {q}" if rng.random() < accuracy[r] else f"wrong answer {rng.integers(4)} of {q}"
-         for q in range(num_questions)]
+        [
+            f"the answer to question {q}" if rng.random() < accuracy[r] else f"wrong answer {rng.integers(4)} of {q}"
+            for q in range(num_questions)
+        ]
         for r in range(num_retrievers)
     ]
 
@@ -45,8 +48,12 @@ def main() -> None:
     parser.add_argument("--retrievers", type=int, default=16)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--encoder", help="path of a local encoder for an embedding-similarity metric")
-    parser.add_argument("--threads", type=int, default=1,
-                        help="torch CPU threads; the voter's tensors are small, so one thread avoids sync overhead")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch CPU threads; the voter's tensors are small, so one thread avoids sync overhead",
+    )
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
 
@@ -57,8 +64,10 @@ def main() -> None:
     names = [f"r{i}" for i in range(args.retrievers)]
     by_name = dict(zip(names, answers))
 
-    print(f"voter throughput, {args.retrievers} retrievers, {args.questions} questions, "
-          f"{torch.get_num_threads()} CPU threads, mean of {args.repeats} runs")
+    print(
+        f"voter throughput, {args.retrievers} retrievers, {args.questions} questions, "
+        f"{torch.get_num_threads()} CPU threads, mean of {args.repeats} runs"
+    )
     print("| metrics | similarities | seconds per pass | questions/s | speedup |")
     print("|---|---|---|---|---|")
     for metrics in metric_sets:
@@ -69,7 +78,9 @@ def main() -> None:
         cached = per_second(lambda: voter.select(sim), max(args.repeats, 20))
         label = "+".join(m.name for m in metrics)
         for mode, seconds in (("uncached", uncached), ("cached", cached)):
-            print(f"| {label} | {mode} | {seconds:.4f} | {args.questions / seconds:,.0f} | {uncached / seconds:,.0f}x |")
+            print(
+                f"| {label} | {mode} | {seconds:.4f} | {args.questions / seconds:,.0f} | {uncached / seconds:,.0f}x |"
+            )
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ random model's early end-of-sequence does not favour either side.
     python benchmarks/erag_cost.py            # T5-small shape, 8 queries x 50 documents x 100 words
     python benchmarks/erag_cost.py --d-model 64 --layers 2 --queries 2 --docs 10   # quick look
 """
+
 from __future__ import annotations
 
 import argparse
@@ -73,13 +74,22 @@ def build_reader(args, fusion: str):
     tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, **special)
     torch.manual_seed(0)
     config = T5Config(
-        vocab_size=len(tokenizer), d_model=args.d_model, d_ff=args.d_ff, d_kv=args.d_model // args.heads,
-        num_layers=args.layers, num_heads=args.heads, pad_token_id=tokenizer.pad_token_id,
-        eos_token_id=tokenizer.eos_token_id, decoder_start_token_id=tokenizer.pad_token_id,
+        vocab_size=len(tokenizer),
+        d_model=args.d_model,
+        d_ff=args.d_ff,
+        d_kv=args.d_model // args.heads,
+        num_layers=args.layers,
+        num_heads=args.heads,
+        pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        decoder_start_token_id=tokenizer.pad_token_id,
     )
     model = T5ForConditionalGeneration(config).eval()
     return HFReader(
-        model, tokenizer, max_new_tokens=args.max_new_tokens, fusion=fusion,
+        model,
+        tokenizer,
+        max_new_tokens=args.max_new_tokens,
+        fusion=fusion,
         generate_kwargs={"min_new_tokens": args.max_new_tokens},
     )
 
@@ -174,14 +184,30 @@ def main(args) -> None:
     cells = [
         (f"runtime, wall ({batches})", "s", wall["e2e-concat"], wall["e2e-fid"], wall["erag"]),
         (f"runtime, CPU ({batches})", "s", cpu["e2e-concat"], cpu["e2e-fid"], cpu["erag"]),
-        (f"memory query-level (E2E 1 query, eRAG {k} pairs)", "MiB", query_level["e2e-concat"]["memory_mib"],
-         query_level["e2e-fid"]["memory_mib"], query_level["erag"]["memory_mib"]),
-        ("memory document-level (E2E 1 query, eRAG 1 pair)", "MiB", query_level["e2e-concat"]["memory_mib"],
-         query_level["e2e-fid"]["memory_mib"], document_level["memory_mib"]),
+        (
+            f"memory query-level (E2E 1 query, eRAG {k} pairs)",
+            "MiB",
+            query_level["e2e-concat"]["memory_mib"],
+            query_level["e2e-fid"]["memory_mib"],
+            query_level["erag"]["memory_mib"],
+        ),
+        (
+            "memory document-level (E2E 1 query, eRAG 1 pair)",
+            "MiB",
+            query_level["e2e-concat"]["memory_mib"],
+            query_level["e2e-fid"]["memory_mib"],
+            document_level["memory_mib"],
+        ),
     ]
     table = [["configuration", "E2E concat", "E2E FiD", "eRAG", "concat/eRAG", "FiD/eRAG"]] + [
-        [label, f"{concat:.1f} {unit}", f"{fid:.1f} {unit}", f"{ours:.1f} {unit}",
-         f"{concat / ours:.2f}x", f"{fid / ours:.2f}x"]
+        [
+            label,
+            f"{concat:.1f} {unit}",
+            f"{fid:.1f} {unit}",
+            f"{ours:.1f} {unit}",
+            f"{concat / ours:.2f}x",
+            f"{fid / ours:.2f}x",
+        ]
         for label, unit, concat, fid, ours in cells
     ]
     widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]

@@ -14,6 +14,7 @@ contexts (top-20 for train, top-100 for dev/test) in FiD format.
 
 Run:  python benchmarks/foreign_world.py --out data/foreign [--seed 0]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -29,64 +30,121 @@ import numpy as np
 
 SPLITS = {"train": (500, 20), "dev": (30, 100), "test": (60, 100)}  # ships, contexts per question
 DROP_RATE = 0.15
-CARGOES = ["salt", "copper ore", "indigo", "timber", "wool", "tea", "tobacco", "sugar", "rum",
-           "cotton", "iron nails", "whale oil", "cloves", "grain", "coffee"]
+CARGOES = [
+    "salt",
+    "copper ore",
+    "indigo",
+    "timber",
+    "wool",
+    "tea",
+    "tobacco",
+    "sugar",
+    "rum",
+    "cotton",
+    "iron nails",
+    "whale oil",
+    "cloves",
+    "grain",
+    "coffee",
+]
 # relation -> question phrasings, fact templates (answer at start / middle / end),
 # wrong-value distractor template ({w} = wrong value), no-value distractor template.
 RELATIONS: dict[str, dict] = {
     "home_harbour": dict(
-        q=["Which harbour is the {s} registered in?", "What is the home port of the {s}?",
-           "Where is the {s} based?"],
-        fact=["{v} is the home harbour of the {s}.",
-              "The {s} is registered in {v} and flies that harbour's pennant.",
-              "Harbour records list the home port of the {s} as {v}."],
+        q=["Which harbour is the {s} registered in?", "What is the home port of the {s}?", "Where is the {s} based?"],
+        fact=[
+            "{v} is the home harbour of the {s}.",
+            "The {s} is registered in {v} and flies that harbour's pennant.",
+            "Harbour records list the home port of the {s} as {v}.",
+        ],
         wrong="The {s} once sheltered from a gale in the harbour of {w}, far from its home port.",
-        none="The register that named the home harbour of the {s} was lost in a fire."),
+        none="The register that named the home harbour of the {s} was lost in a fire.",
+    ),
     "captain": dict(
-        q=["Who captained the {s}?", "Who was the master of the {s}?",
-           "Which captain commanded the {s}?"],
-        fact=["{v} captained the {s} for many seasons.",
-              "The {s} was commanded by {v} on every voyage of note.",
-              "The master of the {s} was {v}."],
+        q=["Who captained the {s}?", "Who was the master of the {s}?", "Which captain commanded the {s}?"],
+        fact=[
+            "{v} captained the {s} for many seasons.",
+            "The {s} was commanded by {v} on every voyage of note.",
+            "The master of the {s} was {v}.",
+        ],
         wrong="The {s} was once inspected by {w}, who later captained a rival vessel.",
-        none="Nobody now remembers which captain commanded the {s} in its later years."),
+        none="Nobody now remembers which captain commanded the {s} in its later years.",
+    ),
     "shipyard": dict(
-        q=["Which shipyard built the {s}?", "Where was the {s} built?",
-           "What yard constructed the {s}?"],
-        fact=["{v} built the {s} from seasoned planking.",
-              "The {s} was built at {v} over two long winters.",
-              "The yard that constructed the {s} was {v}."],
+        q=["Which shipyard built the {s}?", "Where was the {s} built?", "What yard constructed the {s}?"],
+        fact=[
+            "{v} built the {s} from seasoned planking.",
+            "The {s} was built at {v} over two long winters.",
+            "The yard that constructed the {s} was {v}.",
+        ],
         wrong="After a collision the {s} was repaired at {w}, a shipyard that never built her.",
-        none="The shipyard that built the {s} kept no plans, and its name was never written down."),
+        none="The shipyard that built the {s} kept no plans, and its name was never written down.",
+    ),
     "launch_year": dict(
-        q=["In what year was the {s} launched?", "When was the {s} launched?",
-           "What year did the {s} first take to the water?"],
-        fact=["{v} was the year the {s} was launched.",
-              "The {s} was launched in {v} before a cheering crowd.",
-              "The {s} first took to the water in {v}."],
+        q=[
+            "In what year was the {s} launched?",
+            "When was the {s} launched?",
+            "What year did the {s} first take to the water?",
+        ],
+        fact=[
+            "{v} was the year the {s} was launched.",
+            "The {s} was launched in {v} before a cheering crowd.",
+            "The {s} first took to the water in {v}.",
+        ],
         wrong="The {s} was refitted in {w}, many years after it was launched.",
-        none="The year the {s} was launched is disputed among harbour clerks."),
+        none="The year the {s} was launched is disputed among harbour clerks.",
+    ),
     "cargo": dict(
-        q=["What cargo did the {s} usually carry?", "What goods did the {s} haul?",
-           "What was the main cargo of the {s}?"],
-        fact=["{v} was the usual cargo of the {s}.",
-              "The {s} hauled {v} between distant markets.",
-              "The main cargo carried by the {s} was {v}."],
+        q=[
+            "What cargo did the {s} usually carry?",
+            "What goods did the {s} haul?",
+            "What was the main cargo of the {s}?",
+        ],
+        fact=[
+            "{v} was the usual cargo of the {s}.",
+            "The {s} hauled {v} between distant markets.",
+            "The main cargo carried by the {s} was {v}.",
+        ],
         wrong="Customs officers once searched the {s} for smuggled {w}, but its cargo was clean.",
-        none="The cargo manifests of the {s} were never kept by its owners."),
+        none="The cargo manifests of the {s} were never kept by its owners.",
+    ),
 }
-FILLERS = ["Her hull was tarred twice a year against shipworm.",
-           "The crew sang shanties while heaving at the capstan.",
-           "A squall off {h} once split her foremast.",
-           "She was known for running fast before a westerly wind.",
-           "Merchants in {h} spoke well of her punctual arrivals.",
-           "Her deck was scrubbed with sand every morning.",
-           "Pilots from {h} guided her through the shoals more than once.",
-           "The ship's cat was a favourite of every sailor aboard.",
-           "Her logbooks were kept in a sealed oak chest.",
-           "She once waited three weeks in {h} for a favourable tide."]
-ONSETS = ["b", "br", "d", "dr", "f", "g", "gr", "h", "k", "kr", "l", "m", "n", "p", "r", "s",
-          "sk", "st", "t", "tr", "v", "w"]
+FILLERS = [
+    "Her hull was tarred twice a year against shipworm.",
+    "The crew sang shanties while heaving at the capstan.",
+    "A squall off {h} once split her foremast.",
+    "She was known for running fast before a westerly wind.",
+    "Merchants in {h} spoke well of her punctual arrivals.",
+    "Her deck was scrubbed with sand every morning.",
+    "Pilots from {h} guided her through the shoals more than once.",
+    "The ship's cat was a favourite of every sailor aboard.",
+    "Her logbooks were kept in a sealed oak chest.",
+    "She once waited three weeks in {h} for a favourable tide.",
+]
+ONSETS = [
+    "b",
+    "br",
+    "d",
+    "dr",
+    "f",
+    "g",
+    "gr",
+    "h",
+    "k",
+    "kr",
+    "l",
+    "m",
+    "n",
+    "p",
+    "r",
+    "s",
+    "sk",
+    "st",
+    "t",
+    "tr",
+    "v",
+    "w",
+]
 VOWELS = ["a", "e", "i", "o", "u", "ae", "ou", "ei"]
 CODAS = ["", "", "n", "r", "l", "s", "th", "nd", "rk", "ck"]
 HARBOUR_ENDS = ["", "", "mouth", "wick", "haven", "sby"]
@@ -107,8 +165,10 @@ class Namer:
 
     def __init__(self, rng: random.Random) -> None:
         self.rng = rng
-        templates = " ".join([*CARGOES, *FILLERS] + [t for r in RELATIONS.values()
-                             for v in r.values() for t in (v if isinstance(v, list) else [v])])
+        templates = " ".join(
+            [*CARGOES, *FILLERS]
+            + [t for r in RELATIONS.values() for v in r.values() for t in (v if isinstance(v, list) else [v])]
+        )
         self.used = set(re.findall(r"[a-z]+", templates.lower())) | {"port", "captain", "yard"}
 
     def word(self, ending: str = "") -> str:
@@ -142,8 +202,10 @@ def build_world(rng: random.Random) -> tuple[list[dict], list[dict]]:
         ships.append({"name": name, "facts": facts})
 
         def passage(sentence: str) -> None:
-            fill = [f.format(h=rng.choice([h for h in harbours if h != facts["home_harbour"][0]]))
-                    for f in rng.sample(FILLERS, 2)]
+            fill = [
+                f.format(h=rng.choice([h for h in harbours if h != facts["home_harbour"][0]]))
+                for f in rng.sample(FILLERS, 2)
+            ]
             fill.insert(rng.randrange(3), sentence[0].upper() + sentence[1:])
             corpus.append({"id": f"p{len(corpus)}", "title": name, "text": " ".join(fill)})
 
@@ -170,8 +232,9 @@ def main() -> None:
     rng.shuffle(order)
 
     retriever = bm25s.BM25()
-    retriever.index(bm25s.tokenize([f"{p['title']} {p['text']}" for p in corpus],
-                                   show_progress=False), show_progress=False)
+    retriever.index(
+        bm25s.tokenize([f"{p['title']} {p['text']}" for p in corpus], show_progress=False), show_progress=False
+    )
     args.out.mkdir(parents=True, exist_ok=True)
     with open(args.out / "corpus.jsonl", "w") as f:
         f.writelines(json.dumps(p) + "\n" for p in corpus)
@@ -180,16 +243,21 @@ def main() -> None:
     offset = 0
     for split, (n_ships, k) in SPLITS.items():
         records = []
-        for ship_idx in order[offset:offset + n_ships]:
+        for ship_idx in order[offset : offset + n_ships]:
             ship = ships[ship_idx]
             for rel, spec in RELATIONS.items():
-                records.append({"id": f"{split}-{len(records)}", "relation": rel,
-                                "question": rng.choice(spec["q"]).format(s=ship["name"]),
-                                "answers": ship["facts"][rel]})
+                records.append(
+                    {
+                        "id": f"{split}-{len(records)}",
+                        "relation": rel,
+                        "question": rng.choice(spec["q"]).format(s=ship["name"]),
+                        "answers": ship["facts"][rel],
+                    }
+                )
         offset += n_ships
         doc_ids, scores = retriever.retrieve(
-            bm25s.tokenize([r["question"] for r in records], show_progress=False),
-            k=k, show_progress=False, n_threads=1)
+            bm25s.tokenize([r["question"] for r in records], show_progress=False), k=k, show_progress=False, n_threads=1
+        )
         hits = np.zeros((len(records), k), dtype=bool)
         for i, rec in enumerate(records):
             rec["ctxs"] = []
@@ -200,8 +268,7 @@ def main() -> None:
         with open(args.out / f"{split}.jsonl", "w") as f:
             f.writelines(json.dumps(r) + "\n" for r in records)
         recall = [hits[:, :c].any(1).mean() for c in (1, 5, 20)]
-        print(f"{split:<6} {len(records):>9} {hits.any(1).mean():>14.3f} "
-              + " ".join(f"{r:>6.3f}" for r in recall))
+        print(f"{split:<6} {len(records):>9} {hits.any(1).mean():>14.3f} " + " ".join(f"{r:>6.3f}" for r in recall))
     print(f"{len(corpus)} passages written to {args.out} in {time.perf_counter() - start:.1f}s")
 
 

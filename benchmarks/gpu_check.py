@@ -27,6 +27,7 @@ ends one part, not the run. A part gets at most --part-timeout seconds, and no p
 stopped stays in its file. GPU_CHECK_FAIL=<part>[,<part>] makes the named parts fail on purpose
 (for the tests).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -49,8 +50,14 @@ PARTS = ["kernels", "kernel_bench", "throughput", "rerank", "demo"]
 DEMO_MODULES = ["jsonargparse", "datasets", "bm25s"]  # what `rerag fit` needs beyond the GPU image
 DEMO_WHEELS = "jsonargparse docstring-parser typeshed-client datasets dill multiprocess xxhash bm25s"
 # `time rerag fit --config configs/demo.yaml` on 2 CPU cores (README; BENCHMARKS.md, "Does the demo learn?").
-CPU_DEMO = {"wall": "12 min 26 s", "steps": 1500, "test/re_recall@1": 0.729, "test/retriever_recall@1": 0.092,
-            "test/em": 0.675, "test/em_retriever_order": 0.292}
+CPU_DEMO = {
+    "wall": "12 min 26 s",
+    "steps": 1500,
+    "test/re_recall@1": 0.729,
+    "test/retriever_recall@1": 0.092,
+    "test/em": 0.675,
+    "test/em_retriever_order": 0.292,
+}
 CPU_DEMO_DEV_RECALL = {0: 0.025, 250: 0.383, 500: 0.533, 750: 0.533, 1000: 0.608, 1250: 0.492, 1500: 0.608}
 
 # Tolerances of tests/kernels/test_true_false_kernels.py: log p within 1e-5 of the largest |log p|
@@ -89,8 +96,10 @@ def kernels_part(device_name: str, tiny: bool) -> int:
         return [o.detach() for o in outputs], [x.grad for x in inputs]
 
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu, TRITON_INTERPRET=1"
-    print(f"device: {name}; torch {torch.__version__}; triton {_version('triton')}; errors against "
-          f"kernels/reference.py on the same inputs; log p tolerance {VALUE_TOL:g} x max(1, max |log p|)\n")
+    print(
+        f"device: {name}; torch {torch.__version__}; triton {_version('triton')}; errors against "
+        f"kernels/reference.py on the same inputs; log p tolerance {VALUE_TOL:g} x max(1, max |log p|)\n"
+    )
     print("| kernel | dtype | N, V (, d) | max Δ log p | max Δ grad (rel) | grad tolerance | result |")
     print("|---|---|---|---|---|---|---|")
     failures = 0
@@ -107,8 +116,9 @@ def kernels_part(device_name: str, tiny: bool) -> int:
                 n, v, d, true_id, false_id = shape
                 inputs = [rand(n, d).to(getattr(torch, dtype)), rand(v, d).to(getattr(torch, dtype))]
                 scale = d**-0.5  # T5's tied-embedding rescale
-                triton = lambda h, w: kernels.fused_true_false_logprobs(h, w, true_id, false_id, scale,
-                                                                        backend="triton")
+                triton = lambda h, w: kernels.fused_true_false_logprobs(
+                    h, w, true_id, false_id, scale, backend="triton"
+                )
                 oracle = lambda h, w: reference.fused_true_false_logprobs(h, w, true_id, false_id, scale)
             upstream = (rand(n), rand(n))  # a random combination a log p_t + b log p_f
             try:
@@ -116,13 +126,17 @@ def kernels_part(device_name: str, tiny: bool) -> int:
                 want, want_grads = values_and_grads(oracle, inputs, upstream)
             except Exception as e:  # a compile error in one dtype should not hide the others
                 failures += 1
-                print(f"| {kind} | {dtype} | {dims} | - | - | {GRAD_TOL[dtype]:g} | FAIL: {type(e).__name__}: "
-                      f"{str(e).splitlines()[0][:100] if str(e) else ''} |")
+                print(
+                    f"| {kind} | {dtype} | {dims} | - | - | {GRAD_TOL[dtype]:g} | FAIL: {type(e).__name__}: "
+                    f"{str(e).splitlines()[0][:100] if str(e) else ''} |"
+                )
                 continue
             d_value = max((x - y).abs().max().item() for x, y in zip(got, want))
             value_scale = max(1.0, max(y.abs().max().item() for y in want))
-            d_grad = max((x.float() - y.float()).abs().max().item() / max(y.float().abs().max().item(), 1e-30)
-                         for x, y in zip(got_grads, want_grads))
+            d_grad = max(
+                (x.float() - y.float()).abs().max().item() / max(y.float().abs().max().item(), 1e-30)
+                for x, y in zip(got_grads, want_grads)
+            )
             problems = []
             if not d_value <= VALUE_TOL * value_scale:  # `not <=` also catches NaN
                 problems.append("log p")
@@ -167,27 +181,52 @@ def build_parts(args, out: Path) -> dict[str, Part]:
     peak = ["--peak-tflops", str(args.peak_tflops)] if args.peak_tflops else []
     parts = {
         "kernels": Part(
-            "kernels", "Triton kernels against the eager reference, forward and backward",
+            "kernels",
+            "Triton kernels against the eager reference, forward and backward",
             [py, __file__, "--kernels-part", device] + (["--tiny"] if dry else []),
             # On the CPU the kernels run in Triton's interpreter, which reads this at @triton.jit time.
             env={"TRITON_INTERPRET": "1"} if dry else {},
         ),
         "kernel_bench": Part(
-            "kernel_bench", "benchmarks/kernel.py: eager, torch.compile, Triton logits, Triton fused",
+            "kernel_bench",
+            "benchmarks/kernel.py: eager, torch.compile, Triton logits, Triton fused",
             [py, str(BENCH / "kernel.py")] + (["--device", "cpu", "--small", "--reps", "1"] if dry else []),
         ),
         "throughput": Part(
-            "throughput", "benchmarks/train_throughput.py: a full RE-RAG training step, bf16",
+            "throughput",
+            "benchmarks/train_throughput.py: a full RE-RAG training step, bf16",
             [py, str(BENCH / "train_throughput.py"), "--device", device, "--precision", "bf16"]
-            + (["--sizes", "tiny", "--batch", "1", "--contexts", "2", "--seq-len", "16", "--answer-len", "4",
-                "--steps", "1", "--warmup", "1"] if dry else
-               ["--sizes", "t5-base", "--batch", "8", "--steps", "10", "--warmup", "3"]) + peak,
+            + (
+                [
+                    "--sizes",
+                    "tiny",
+                    "--batch",
+                    "1",
+                    "--contexts",
+                    "2",
+                    "--seq-len",
+                    "16",
+                    "--answer-len",
+                    "4",
+                    "--steps",
+                    "1",
+                    "--warmup",
+                    "1",
+                ]
+                if dry
+                else ["--sizes", "t5-base", "--batch", "8", "--steps", "10", "--warmup", "3"]
+            )
+            + peak,
         ),
         "rerank": Part(
-            "rerank", "benchmarks/rerank.py: RE two-row scoring vs MonoT5-style, bf16",
+            "rerank",
+            "benchmarks/rerank.py: RE two-row scoring vs MonoT5-style, bf16",
             [py, str(BENCH / "rerank.py"), "--device", device, "--dtype", "bfloat16"]
-            + (["--size", "tiny", "--contexts", "8", "--batch-size", "4", "--length", "16", "--repeats", "1"] if dry
-               else ["--size", "t5-base", "--contexts", "4096", "--batch-size", "256", "--repeats", "3"]),
+            + (
+                ["--size", "tiny", "--contexts", "8", "--batch-size", "4", "--length", "16", "--repeats", "1"]
+                if dry
+                else ["--size", "t5-base", "--contexts", "4096", "--batch-size", "256", "--repeats", "3"]
+            ),
         ),
         "demo": demo_part(args, out),
     }
@@ -209,12 +248,20 @@ def demo_part(args, out: Path) -> Part:
     def preflight():
         # Import what `rerag fit` needs, in a child as the part will: a wheel installed without its
         # dependencies fails here with the module it lacks (say, datasets without xxhash).
-        check = subprocess.run([sys.executable, "-c", f"import {', '.join(DEMO_MODULES)}, rerag.cli"],
-                               capture_output=True, text=True, cwd=REPO, env=child_env({}), timeout=300)
+        check = subprocess.run(
+            [sys.executable, "-c", f"import {', '.join(DEMO_MODULES)}, rerag.cli"],
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+            env=child_env({}),
+            timeout=300,
+        )
         if check.returncode != 0:
             error = (check.stderr.strip().splitlines() or ["(no message)"])[-1]
-            return (f"`rerag fit` cannot be imported: {error}. Bring the wheels ({DEMO_WHEELS}) and install them "
-                    f"first: python -m pip install --no-index --no-deps .whl/*.whl (README, 'GPU check')")
+            return (
+                f"`rerag fit` cannot be imported: {error}. Bring the wheels ({DEMO_WHEELS}) and install them "
+                f"first: python -m pip install --no-index --no-deps .whl/*.whl (README, 'GPU check')"
+            )
         # The world (25 MB) and the checkpoints go to a temporary folder, not back with the results.
         scratch.append(Path(tempfile.mkdtemp(prefix="gpu_check_demo_")))
         demo_out.mkdir(parents=True, exist_ok=True)
@@ -231,9 +278,14 @@ def demo_part(args, out: Path) -> Part:
             shutil.rmtree(folder, ignore_errors=True)
 
     shortened = f", shortened to {max_steps} of {CPU_DEMO['steps']} steps" if max_steps < CPU_DEMO["steps"] else ""
-    return Part("demo", f"configs/demo.yaml on {'cpu' if dry else 'gpu'}, {args.demo_precision}{shortened}",
-                [sys.executable, "-m", "rerag", "fit", "--config", str(config_path)],
-                report=report, preflight=preflight, cleanup=cleanup)
+    return Part(
+        "demo",
+        f"configs/demo.yaml on {'cpu' if dry else 'gpu'}, {args.demo_precision}{shortened}",
+        [sys.executable, "-m", "rerag", "fit", "--config", str(config_path)],
+        report=report,
+        preflight=preflight,
+        cleanup=cleanup,
+    )
 
 
 def demo_config(args, max_steps: int, demo_out: Path, scratch: Path) -> str:
@@ -243,16 +295,20 @@ def demo_config(args, max_steps: int, demo_out: Path, scratch: Path) -> str:
     config = yaml.safe_load((REPO / "configs" / "demo.yaml").read_text())
     trainer, data = config["trainer"], config["data"]["init_args"]
     trainer.update(
-        accelerator="cpu" if args.cpu_dry_run else "gpu", precision=args.demo_precision, max_steps=max_steps,
+        accelerator="cpu" if args.cpu_dry_run else "gpu",
+        precision=args.demo_precision,
+        max_steps=max_steps,
         # Validate at the end of a shortened run, so that the test reads a checkpoint of its last step.
         val_check_interval=min(trainer["val_check_interval"], max_steps),
         enable_progress_bar=False,  # carriage-return redraws only clutter a log file
         default_root_dir=str(demo_out),
     )
     trainer["logger"]["init_args"]["save_dir"] = str(demo_out)
-    paths = {"ModelCheckpoint": ("dirpath", scratch / "checkpoints"),
-             "MetricsWriter": ("path", demo_out / "test_metrics.json"),
-             "LearningCurve": ("path", demo_out / "learning_curve")}
+    paths = {
+        "ModelCheckpoint": ("dirpath", scratch / "checkpoints"),
+        "MetricsWriter": ("path", demo_out / "test_metrics.json"),
+        "LearningCurve": ("path", demo_out / "learning_curve"),
+    }
     callbacks = []
     for callback in trainer["callbacks"]:
         kind = callback["class_path"].rsplit(".", 1)[-1]
@@ -282,14 +338,18 @@ def demo_report(demo_out: Path, max_steps: int, wall: float, args) -> str:
         "| dev RE Recall@1 (step) |",
         "|---|---|---|---|---|---|---|---|",
         f"| CPU, 2 cores, 32-true (README) | {CPU_DEMO['steps']} | {CPU_DEMO['wall']} | "
-        + " | ".join(f"{CPU_DEMO[k]:.3f}" for k in ("test/re_recall@1", "test/retriever_recall@1", "test/em",
-                                                     "test/em_retriever_order"))
+        + " | ".join(
+            f"{CPU_DEMO[k]:.3f}"
+            for k in ("test/re_recall@1", "test/retriever_recall@1", "test/em", "test/em_retriever_order")
+        )
         + f" | {f'{cpu_dev:.3f} ({dev[0]})' if cpu_dev is not None else '-'} |",
         f"| this run: {where}"
         + (f", **shortened to {max_steps} of {CPU_DEMO['steps']} steps**" if max_steps < CPU_DEMO["steps"] else "")
         + f" | {metrics.get('global_step', '?')} | {_minutes(wall)} | "
-        + " | ".join(f"{metrics[k]:.3f}" if k in metrics else "-" for k in
-                     ("test/re_recall@1", "test/retriever_recall@1", "test/em", "test/em_retriever_order"))
+        + " | ".join(
+            f"{metrics[k]:.3f}" if k in metrics else "-"
+            for k in ("test/re_recall@1", "test/retriever_recall@1", "test/em", "test/em_retriever_order")
+        )
         + f" | {f'{dev[1]:.3f} ({dev[0]})' if dev else '-'} |",
         "",
         f"test_metrics.json: `{json.dumps(metrics)}`",
@@ -336,15 +396,21 @@ def child_env(extra: dict[str, str]) -> dict[str, str]:
     # The repository's packages, whether or not they are installed (the GPU machine gets a bare copy).
     env["PYTHONPATH"] = os.pathsep.join([str(REPO)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
     env["PYTHONUNBUFFERED"] = "1"  # a killed part still leaves what it printed
-    for key, value in {"WANDB_MODE": "offline", "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
-                       "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}.items():
+    for key, value in {
+        "WANDB_MODE": "offline",
+        "HF_HUB_OFFLINE": "1",
+        "HF_DATASETS_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+    }.items():
         env.setdefault(key, value)  # no network on the GPU machines
     env.update(extra)
     return env
 
 
-def run_command(command: list[str], env: dict[str, str], timeout: float, stdout_path: Path,
-                stderr_path: Path) -> tuple[int | None, float]:
+def run_command(
+    command: list[str], env: dict[str, str], timeout: float, stdout_path: Path, stderr_path: Path
+) -> tuple[int | None, float]:
     """(exit code or None when stopped at the timeout, wall seconds). Output goes to the files as it
     comes, so a stopped part keeps it. The part runs in its own process group, which a timeout ends
     whole (torch.compile and DataLoader workers start processes of their own)."""
@@ -393,13 +459,17 @@ def run_part(index: int, part: Part, out: Path, timeout: float) -> tuple[str, fl
             status = f"timed out after {timeout:.0f} s" if code is None else f"failed (exit code {code})"
             if "OutOfMemoryError" in stderr or "out of memory" in stderr:
                 status += ", out of memory"
-            body = (f"**{status}.** What it printed (its tables so far):\n\n{_tail(stdout, 80, fence=False)}\n\n"
-                    f"Last lines of its stderr:\n\n{_tail(stderr)}")
+            body = (
+                f"**{status}.** What it printed (its tables so far):\n\n{_tail(stdout, 80, fence=False)}\n\n"
+                f"Last lines of its stderr:\n\n{_tail(stderr)}"
+            )
     if part.cleanup:
         part.cleanup()
-    md_path.write_text(f"## {index}. {part.name}: {part.title}\n\n"
-                       f"`{command_line}` (working folder: the repository)\n\n"
-                       f"Status: {status}; wall {wall:.1f} s.\n\n{body}\n")
+    md_path.write_text(
+        f"## {index}. {part.name}: {part.title}\n\n"
+        f"`{command_line}` (working folder: the repository)\n\n"
+        f"Status: {status}; wall {wall:.1f} s.\n\n{body}\n"
+    )
     return status, wall, md_path
 
 
@@ -425,8 +495,12 @@ def main() -> int:
     p.add_argument("--out", default="outputs/gpu_check", help="output folder (default: %(default)s)")
     p.add_argument("--cpu-dry-run", action="store_true", help="the same steps at toy sizes on the CPU")
     p.add_argument("--part-timeout", type=float, default=300, help="seconds per part (default: %(default)s)")
-    p.add_argument("--total-timeout", type=float, default=540,
-                   help="seconds for the whole run; parts get what is left (default: %(default)s)")
+    p.add_argument(
+        "--total-timeout",
+        type=float,
+        default=540,
+        help="seconds for the whole run; parts get what is left (default: %(default)s)",
+    )
     p.add_argument("--max-steps", type=int, help="demo training steps (default: 250 on GPU, 2 in the dry run)")
     p.add_argument("--demo-precision", default="bf16-mixed", help="demo trainer.precision (default: %(default)s)")
     p.add_argument("--peak-tflops", type=float, help="peak for the throughput part's MFU (default: looked up)")
@@ -454,7 +528,9 @@ def main() -> int:
         rows.append(f"| {index}. {name} | {status} | {wall:.1f} | {md_path.name} |")
         (out / "summary.md").write_text(
             f"# gpu_check\n\nDevice: {device}\n\n| part | status | wall s | file |\n|---|---|---|---|\n"
-            + "\n".join(rows) + f"\n\nTotal wall: {time.monotonic() - start:.1f} s\n")
+            + "\n".join(rows)
+            + f"\n\nTotal wall: {time.monotonic() - start:.1f} s\n"
+        )
     print((out / "summary.md").read_text(), flush=True)
     return 0 if all("| ok |" in row for row in rows) else 1
 

@@ -10,6 +10,7 @@ and the LM-head weight [V, d]; it is matmul-bound, so it reports TFLOP/s of the 
 flops (logits, grad hidden, grad weight). Errors are against the float32 reference; peak
 memory (above the inputs, gradients included) is measured on CUDA only.
 """
+
 import argparse
 import statistics
 import time

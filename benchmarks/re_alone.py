@@ -14,6 +14,7 @@ random-init RE, this tries any RE the config can build: a LoRA adapter on a caus
         --checkpoint outputs/squad_smollm2/checkpoints/final.ckpt --scores outputs/re_alone_squad_F.pt \\
         --steps 60 --eval-every 20 --dev-questions 30 -- --model.estimator_lora.layers_to_transform null
 """
+
 from __future__ import annotations
 
 import argparse
@@ -50,8 +51,10 @@ def load_weights(module, checkpoint: Path, with_estimator: bool = False) -> int:
     own = module.state_dict()
     missing = [k for k in wanted if k not in own or own[k].shape != wanted[k].shape]
     if not wanted or missing:
-        raise SystemExit(f"{checkpoint}: no generator weights matching this config's ({len(missing)} of "
-                         f"{len(wanted)} differ, e.g. {missing[:2]})")
+        raise SystemExit(
+            f"{checkpoint}: no generator weights matching this config's ({len(missing)} of "
+            f"{len(wanted)} differ, e.g. {missing[:2]})"
+        )
     module.load_state_dict(wanted, strict=False)
     return len(wanted)
 
@@ -81,8 +84,11 @@ def answer_loglik(module, batch: dict, cache: dict) -> torch.Tensor:
     keys = [batch_key(batch, i) for i in range(b)]
     if any(key not in cache for key in keys):
         labels = batch["labels"].repeat_interleave(k, dim=0)
-        scores = module.generator.answer_loglik(batch["gen"]["input_ids"], batch["gen"]["attention_mask"],
-                                                labels).view(b, k).float()
+        scores = (
+            module.generator.answer_loglik(batch["gen"]["input_ids"], batch["gen"]["attention_mask"], labels)
+            .view(b, k)
+            .float()
+        )
         cache.update(zip(keys, scores))
     return torch.stack([cache[key] for key in keys])
 
@@ -113,15 +119,24 @@ def main() -> None:
     overrides = argv[argv.index("--") + 1 :] if "--" in argv else []
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--config", type=Path, required=True, help="a `rerag fit` config")
-    p.add_argument("--checkpoint", type=Path, default=None, help="fit checkpoint whose generator teaches (default: the config's)")
+    p.add_argument(
+        "--checkpoint", type=Path, default=None, help="fit checkpoint whose generator teaches (default: the config's)"
+    )
     p.add_argument("--scores", type=Path, default=None, help="file caching F_ij across calls")
     p.add_argument("--steps", type=int, default=100, help="optimizer steps")
     p.add_argument("--eval-every", type=int, default=25)
     p.add_argument("--dev-questions", type=int, default=50)
-    p.add_argument("--resume", action="store_true",
-                   help="--checkpoint is a --save'd file: start from its RE too (a fresh optimizer; the data order starts over)")
-    p.add_argument("--save", type=Path, default=None,
-                   help="write --checkpoint with the RE trained here, for `rerag test --ckpt_path` (with the same overrides)")
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="--checkpoint is a --save'd file: start from its RE too (a fresh optimizer; the data order starts over)",
+    )
+    p.add_argument(
+        "--save",
+        type=Path,
+        default=None,
+        help="write --checkpoint with the RE trained here, for `rerag test --ckpt_path` (with the same overrides)",
+    )
     args = p.parse_args(argv[: argv.index("--")] if "--" in argv else argv)
     if (args.save or args.resume) and not args.checkpoint:
         p.error("--save and --resume need --checkpoint")
@@ -130,7 +145,9 @@ def main() -> None:
     torch.manual_seed(seed or 0)
     if args.checkpoint:
         loaded = load_weights(module, args.checkpoint, with_estimator=args.resume)
-        print(f"{'generator and RE' if args.resume else 'generator'}: {loaded} tensors from {args.checkpoint}", flush=True)
+        print(
+            f"{'generator and RE' if args.resume else 'generator'}: {loaded} tensors from {args.checkpoint}", flush=True
+        )
     cache = torch.load(args.scores) if args.scores and args.scores.exists() else {}
     cached_before = len(cache)
     hp = module.hparams
@@ -157,7 +174,9 @@ def main() -> None:
                 step += 1
             train_time += time.time() - tick
             if (i + 1) % accumulate == 0 and (step % args.eval_every == 0 or step == args.steps):
-                rows.append((step, train_time / 60, sum(losses) / len(losses), dev_recall_at_1(module, val, args.dev_questions)))
+                rows.append(
+                    (step, train_time / 60, sum(losses) / len(losses), dev_recall_at_1(module, val, args.dev_questions))
+                )
                 print(rows[-1], flush=True)
                 losses = []
             if step == args.steps:
@@ -169,9 +188,11 @@ def main() -> None:
         save_with_estimator(module, args.checkpoint, args.save)
 
     names = list(rows[0][3])
-    print(f"\nThe RE alone, {args.config.name} {' '.join(overrides)}: dev Recall@1 over "
-          f"{data.hparams.n_eval_contexts} contexts ({args.dev_questions} questions); F_ij for "
-          f"{len(cache)} training questions ({cached_before} from {args.scores}); {(time.time() - start) / 60:.1f} min\n")
+    print(
+        f"\nThe RE alone, {args.config.name} {' '.join(overrides)}: dev Recall@1 over "
+        f"{data.hparams.n_eval_contexts} contexts ({args.dev_questions} questions); F_ij for "
+        f"{len(cache)} training questions ({cached_before} from {args.scores}); {(time.time() - start) / 60:.1f} min\n"
+    )
     print("| step | training minutes | mean train/loss_re | " + " | ".join(names) + " |")
     print("|---|---|---|" + "---|" * len(names))
     for step, minutes, loss_re, recall in rows:

@@ -13,6 +13,7 @@ N..D; an `anchor` suffix adds the has-answer anchor (`model.alpha_anchor` 1.0), 
 
     python benchmarks/re_depth.py --strategies top20,12+8,12+8anchor --steps 600
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,8 +38,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 @torch.no_grad()
-def evaluate(estimator: RelevanceEstimator, records: list[dict], depth: int, max_length: int,
-             keep: int = 5) -> tuple[float, float]:
+def evaluate(
+    estimator: RelevanceEstimator, records: list[dict], depth: int, max_length: int, keep: int = 5
+) -> tuple[float, float]:
     """Recall@1 over the first `depth` contexts, and the AUROC of the set-level confidence max_j s
     for "the RE's top `keep` hold an answer" (the calibration issue's raw confidence)."""
     estimator.eval()
@@ -63,7 +65,9 @@ def main() -> None:
     p.add_argument("--dev-questions", type=int, default=100)
     p.add_argument("--steps", type=int, default=600)
     p.add_argument("--eval-every", type=int, default=200)
-    p.add_argument("--estimator", default=None, help="RE checkpoint to start from (default: random init of the config's RE shape)")
+    p.add_argument(
+        "--estimator", default=None, help="RE checkpoint to start from (default: random init of the config's RE shape)"
+    )
     p.add_argument("--lr", type=float, default=None, help="learning rate (default: the config's)")
     p.add_argument("--scores", type=Path, default=None, help="file caching the reader's F_ij for these questions")
     args = p.parse_args()
@@ -83,7 +87,11 @@ def main() -> None:
             torch.save(answer_loglik, args.scores)
     if answer_loglik.shape != (len(train), depth):
         raise SystemExit(f"{args.scores} holds F for {tuple(answer_loglik.shape)} pairs, not {(len(train), depth)}")
-    spec_of_re = ModelSpec(name_or_path=args.estimator) if args.estimator else ModelSpec(config=architecture(ModelSpec(**model["estimator"])))
+    spec_of_re = (
+        ModelSpec(name_or_path=args.estimator)
+        if args.estimator
+        else ModelSpec(config=architecture(ModelSpec(**model["estimator"])))
+    )
     rows = []
     for name in args.strategies.split(","):
         spec, anchored, anchor_weight = name.partition("anchor")
@@ -94,9 +102,17 @@ def main() -> None:
         torch.manual_seed(cfg["seed_everything"])
         rng = random.Random(cfg["seed_everything"])
         tokenizer = load_tokenizer(model["re_tokenizer"])
-        estimator = RelevanceEstimator(build_model(spec_of_re, tokenizer),
-                                       tokenizer, model["true_word"], model["false_word"], model["re_template"], length)
-        optimizer = torch.optim.AdamW(estimator.parameters(), lr=args.lr or model["lr"], weight_decay=model["weight_decay"])
+        estimator = RelevanceEstimator(
+            build_model(spec_of_re, tokenizer),
+            tokenizer,
+            model["true_word"],
+            model["false_word"],
+            model["re_template"],
+            length,
+        )
+        optimizer = torch.optim.AdamW(
+            estimator.parameters(), lr=args.lr or model["lr"], weight_decay=model["weight_decay"]
+        )
 
         def point() -> tuple[float, float, float]:
             deep, set_auroc = evaluate(estimator, dev, depth, length)
@@ -111,10 +127,16 @@ def main() -> None:
             enc = encode(tokenizer, estimator.template, records, k, length)
             log_p_true, log_p_false = estimator.true_false_logprobs(enc["input_ids"], enc["attention_mask"])
             has_answer = torch.tensor([[c["has_answer"] for c in r["ctxs"]] for r in records])
-            loss = rerag_loss(log_p_true.view(batch, k), log_p_false.view(batch, k),
-                              torch.stack([answer_loglik[i, r] for i, r in zip(idx, ranks)]), model["alpha_re"],
-                              model["alpha_tok"], model["kl_direction"], anchor_weight,
-                              has_answer)["loss"]
+            loss = rerag_loss(
+                log_p_true.view(batch, k),
+                log_p_false.view(batch, k),
+                torch.stack([answer_loglik[i, r] for i, r in zip(idx, ranks)]),
+                model["alpha_re"],
+                model["alpha_tok"],
+                model["kl_direction"],
+                anchor_weight,
+                has_answer,
+            )["loss"]
             optimizer.zero_grad()
             loss.backward()
             torch.nn.utils.clip_grad_norm_(estimator.parameters(), cfg["trainer"]["gradient_clip_val"])
@@ -124,8 +146,10 @@ def main() -> None:
                 print(name, step, curve[-1], flush=True)
         rows.append((name, (time.time() - start) / 60, curve))
     steps = range(0, args.steps + 1, args.eval_every)  # step 0: the RE before training
-    print(f"\nDev RE Recall@1 over the top {depth} / the top 20 / AUROC of max s for \"the RE's top 5 of {depth} hold"
-          f" an answer\" by step ({len(dev)} questions):\n")
+    print(
+        f"\nDev RE Recall@1 over the top {depth} / the top 20 / AUROC of max s for \"the RE's top 5 of {depth} hold"
+        f' an answer" by step ({len(dev)} questions):\n'
+    )
     print("| strategy | minutes | " + " | ".join(map(str, steps)) + " |\n|---|---|" + "---|" * len(steps))
     for name, minutes, curve in rows:
         print(f"| {name} | {minutes:.1f} | " + " | ".join(f"{a:.2f} / {b:.2f} / {c:.2f}" for a, b, c in curve) + " |")

@@ -10,6 +10,7 @@ tokenizer (BENCHMARKS.md). The RE never sees `has_answer`; dev Recall@1 does.
     OMP_NUM_THREADS=1 python benchmarks/re_learnability.py --data data/foreign \\
         --tokenizers rerag:assets/demo_tokenizer,outputs/old_demo_tokenizer
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,9 +33,15 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def encode(tokenizer, template: str, records: list[dict], k: int, max_length: int) -> dict:
-    return tokenizer(format_pairs(template, [r["question"] for r in records for _ in range(k)],
-                                  [c for r in records for c in r["ctxs"][:k]]),
-                     max_length=max_length, truncation=True, padding=True, return_tensors="pt")
+    return tokenizer(
+        format_pairs(
+            template, [r["question"] for r in records for _ in range(k)], [c for r in records for c in r["ctxs"][:k]]
+        ),
+        max_length=max_length,
+        truncation=True,
+        padding=True,
+        return_tensors="pt",
+    )
 
 
 @torch.no_grad()
@@ -74,7 +81,12 @@ def main() -> None:
     args = p.parse_args()
     cfg = yaml.safe_load(args.config.read_text())
     model, data = cfg["model"], cfg["data"]
-    k, k_eval, length, batch = data["n_train_contexts"], data["n_eval_contexts"], model["re_max_length"], data["batch_size"]
+    k, k_eval, length, batch = (
+        data["n_train_contexts"],
+        data["n_eval_contexts"],
+        model["re_max_length"],
+        data["batch_size"],
+    )
     train, dev = list(read_fid(args.data / "train.jsonl")), list(read_fid(args.data / "dev.jsonl"))
     start = time.time()
     reader = Generator.from_pretrained(args.reader, max_answer_length=model["max_answer_length"])
@@ -87,8 +99,14 @@ def main() -> None:
         torch.manual_seed(cfg["seed_everything"])
         rng = random.Random(cfg["seed_everything"])
         tokenizer = load_tokenizer(name)
-        estimator = RelevanceEstimator(build_model(ModelSpec(config=architecture(ModelSpec(**model["estimator"]))), tokenizer), tokenizer,
-                                       model["true_word"], model["false_word"], model["re_template"], length)
+        estimator = RelevanceEstimator(
+            build_model(ModelSpec(config=architecture(ModelSpec(**model["estimator"]))), tokenizer),
+            tokenizer,
+            model["true_word"],
+            model["false_word"],
+            model["re_template"],
+            length,
+        )
         optimizer = torch.optim.AdamW(estimator.parameters(), lr=model["lr"], weight_decay=model["weight_decay"])
         curve, order, start = [recall_at_1(estimator, dev, k_eval, length)], [], time.time()
         for step in range(1, args.steps + 1):
@@ -97,8 +115,14 @@ def main() -> None:
             idx = [order.pop() for _ in range(batch)]
             enc = encode(tokenizer, estimator.template, [train[i] for i in idx], k, length)
             log_p_true, log_p_false = estimator.true_false_logprobs(enc["input_ids"], enc["attention_mask"])
-            loss = rerag_loss(log_p_true.view(batch, k), log_p_false.view(batch, k), targets[idx],
-                              model["alpha_re"], model["alpha_tok"], model["kl_direction"])["loss"]
+            loss = rerag_loss(
+                log_p_true.view(batch, k),
+                log_p_false.view(batch, k),
+                targets[idx],
+                model["alpha_re"],
+                model["alpha_tok"],
+                model["kl_direction"],
+            )["loss"]
             optimizer.zero_grad()
             loss.backward()
             torch.nn.utils.clip_grad_norm_(estimator.parameters(), cfg["trainer"]["gradient_clip_val"])

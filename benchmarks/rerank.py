@@ -13,6 +13,7 @@ Inputs are `--length` random token ids per context (an encoder pass costs the sa
 The two run alternately in one process, `--repeats` passes each; the table gives each one's fastest
 pass, since other work on a shared machine only ever slows a pass down.
 """
+
 import argparse
 import time
 
@@ -33,9 +34,17 @@ SIZES = {  # d_model, d_ff, d_kv, heads, layers: the shapes of the public T5 che
 def build(size: str, device: torch.device, dtype: torch.dtype) -> RelevanceEstimator:
     d_model, d_ff, d_kv, heads, layers = SIZES[size]
     tokenizer = load_tokenizer("rerag:assets/demo_tokenizer")  # only for the ids of "true" and "false"
-    config = T5Config(vocab_size=32128, d_model=d_model, d_ff=d_ff, d_kv=d_kv, num_heads=heads, num_layers=layers,
-                      pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,
-                      decoder_start_token_id=tokenizer.pad_token_id)
+    config = T5Config(
+        vocab_size=32128,
+        d_model=d_model,
+        d_ff=d_ff,
+        d_kv=d_kv,
+        num_heads=heads,
+        num_layers=layers,
+        pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        decoder_start_token_id=tokenizer.pad_token_id,
+    )
     model = T5ForConditionalGeneration(config).to(device=device, dtype=dtype).eval()
     return RelevanceEstimator(model, tokenizer)
 
@@ -66,29 +75,38 @@ def main() -> None:
     p.add_argument("--batch-size", type=int, default=32, help="contexts per forward pass")
     p.add_argument("--length", type=int, default=128, help="input tokens per (question, context)")
     p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--mixed", action="store_true",
-                   help="contexts of mixed lengths (uniform in 16..--length tokens): also time the RE's "
-                        "length-sorted chunks (score_rows) against chunks in input order")
+    p.add_argument(
+        "--mixed",
+        action="store_true",
+        help="contexts of mixed lengths (uniform in 16..--length tokens): also time the RE's "
+        "length-sorted chunks (score_rows) against chunks in input order",
+    )
     args = p.parse_args()
     device, dtype = torch.device(args.device), getattr(torch, args.dtype)
     torch.manual_seed(0)
     estimator = build(args.size, device, dtype)
     ids = torch.randint(3, 4096, (args.contexts, args.length), device=device)
-    lengths = (torch.randint(16, args.length + 1, (args.contexts,), device=device) if args.mixed
-               else torch.full((args.contexts,), args.length, device=device))
+    lengths = (
+        torch.randint(16, args.length + 1, (args.contexts,), device=device)
+        if args.mixed
+        else torch.full((args.contexts,), args.length, device=device)
+    )
     mask = (torch.arange(args.length, device=device) < lengths[:, None]).long()
     # Input order, each batch cut to its own longest row: how rows were scored before length sorting.
     batches = []
     for i in range(0, args.contexts, args.batch_size):
         width = int(lengths[i : i + args.batch_size].max())
         batches.append((ids[i : i + args.batch_size, :width], mask[i : i + args.batch_size, :width]))
-    methods = {"MonoT5: logits, log_softmax over V": lambda i, m: monot5_scores(estimator, i, m),
-               "RE: two LM-head rows (eq. 4)": estimator}
+    methods = {
+        "MonoT5: logits, log_softmax over V": lambda i, m: monot5_scores(estimator, i, m),
+        "RE: two LM-head rows (eq. 4)": estimator,
+    }
     if args.mixed:
         sorted_pass = [(ids, mask)]  # one call: score_rows sorts and chunks itself
         methods["RE, length-sorted chunks (score_rows)"] = lambda i, m: estimator.score_rows(i, m, args.batch_size)
     seconds = {name: [] for name in methods}
     with torch.inference_mode():
+
         def passes(name):
             return sorted_pass if name.startswith("RE, length-sorted") else batches
 
@@ -98,9 +116,11 @@ def main() -> None:
             for name, fn in methods.items():
                 seconds[name].append(timed_pass(fn, passes(name), device))
     params = sum(p.numel() for p in estimator.model.parameters()) / 1e6
-    print(f"{args.size}-sized T5 ({params:.0f}M parameters, V = 32128), {device.type}"
-          f"{' ' + torch.cuda.get_device_name() if device.type == 'cuda' else ''}, {args.dtype}, "
-          f"{args.contexts} contexts x {'16..' if args.mixed else ''}{args.length} tokens, batch {args.batch_size}, best of {args.repeats}")
+    print(
+        f"{args.size}-sized T5 ({params:.0f}M parameters, V = 32128), {device.type}"
+        f"{' ' + torch.cuda.get_device_name() if device.type == 'cuda' else ''}, {args.dtype}, "
+        f"{args.contexts} contexts x {'16..' if args.mixed else ''}{args.length} tokens, batch {args.batch_size}, best of {args.repeats}"
+    )
     print("\n| method | contexts/s | ms per batch |\n|---|---|---|")
     rate = {}
     for name, times in seconds.items():

@@ -4,6 +4,7 @@ whose top k holds the gold passage (`gold`) or any passage with an answer string
     rerag make-squad --input ../shared/data/squad2_dev_5articles.json --out data/squad
     python benchmarks/squad_retrieval.py --data data/squad
 """
+
 import argparse
 from pathlib import Path
 

@@ -30,6 +30,7 @@ MFU = FLOPs / (s/step) / the device's dense bf16 peak: 989 TFLOP/s for H100 SXM 
 datasheets, without sparsity), looked up by torch.cuda.get_device_name(); --peak-tflops overrides
 it (and sets one for other devices or precisions).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -58,6 +59,7 @@ SIZES = {  # T5 shapes; vocabulary as T5's (32,128) so the RE's softmax is the r
 
 def model_flops(model, n_rows: int, enc_len: int, dec_len: int) -> float:
     """Forward + backward FLOPs of one encoder-decoder over n_rows sequences (see the docstring)."""
+
     def body(stack):  # an encoder or decoder stack without its token embedding
         return sum(p.numel() for name, p in stack.named_parameters() if "embed_tokens" not in name)
 
@@ -69,8 +71,9 @@ def build_step(size: str, args, compile_backend: str | None = None):
     """(one training step as a function, model FLOPs per step); models compiled with
     `compile_backend` when one is given."""
     tok = load_tokenizer("rerag:assets/demo_tokenizer")
-    cfg = T5Config(vocab_size=32128, decoder_start_token_id=0, pad_token_id=0, eos_token_id=1,
-                   dropout_rate=0.0, **SIZES[size])
+    cfg = T5Config(
+        vocab_size=32128, decoder_start_token_id=0, pad_token_id=0, eos_token_id=1, dropout_rate=0.0, **SIZES[size]
+    )
     dev = torch.device(args.device)
     torch.manual_seed(0)  # eager and compiled models start from the same weights
     re = RelevanceEstimator(T5ForConditionalGeneration(cfg), tok).to(dev)
@@ -94,8 +97,10 @@ def build_step(size: str, args, compile_backend: str | None = None):
         loss.backward()
         opt.step()
 
-    flops = (model_flops(re.model, n, args.seq_len, 1)  # the RE reads one decoder step
-             + model_flops(gen.model, n, args.seq_len, args.answer_len))
+    flops = (
+        model_flops(re.model, n, args.seq_len, 1)  # the RE reads one decoder step
+        + model_flops(gen.model, n, args.seq_len, args.answer_len)
+    )
     return step, flops
 
 
@@ -146,18 +151,26 @@ def main() -> None:
     p.add_argument("--answer-len", type=int, default=8)
     p.add_argument("--steps", type=int, default=3)
     p.add_argument("--warmup", type=int, default=1)
-    p.add_argument("--compile", metavar="BACKEND",
-                   help="also time the step with the stacks compiled by torch.compile(backend=BACKEND), e.g. "
-                        "inductor (needs a C++ compiler on CPU) or aot_eager, and print compiled / eager")
-    p.add_argument("--peak-tflops", type=float,
-                   help="device peak for the MFU column, TFLOP/s (default: a known GPU's dense bf16 peak, with bf16)")
+    p.add_argument(
+        "--compile",
+        metavar="BACKEND",
+        help="also time the step with the stacks compiled by torch.compile(backend=BACKEND), e.g. "
+        "inductor (needs a C++ compiler on CPU) or aot_eager, and print compiled / eager",
+    )
+    p.add_argument(
+        "--peak-tflops",
+        type=float,
+        help="device peak for the MFU column, TFLOP/s (default: a known GPU's dense bf16 peak, with bf16)",
+    )
     args = p.parse_args()
     torch.manual_seed(0)
     device = torch.cuda.get_device_name(torch.device(args.device)) if args.device.startswith("cuda") else args.device
     peak = peak_tflops(args)
-    print(f"device: {device} ({torch.get_num_threads()} threads), torch {torch.__version__}, {args.precision}, "
-          f"batch {args.batch} questions x K={args.contexts} contexts x {args.seq_len} tokens, "
-          f"{args.answer_len} answer tokens; MFU against {f'{peak:g} TFLOP/s' if peak else 'no known peak'}")
+    print(
+        f"device: {device} ({torch.get_num_threads()} threads), torch {torch.__version__}, {args.precision}, "
+        f"batch {args.batch} questions x K={args.contexts} contexts x {args.seq_len} tokens, "
+        f"{args.answer_len} answer tokens; MFU against {f'{peak:g} TFLOP/s' if peak else 'no known peak'}"
+    )
     print("| size | s/step | questions/s | contexts/s | model TFLOP/step | TFLOP/s | MFU |")
     print("|---|---|---|---|---|---|---|")
     ratios = []
@@ -166,11 +179,14 @@ def main() -> None:
         for name, t in per_step.items():
             label = size if name == "eager" else f"{size}, compiled ({args.compile})"
             mfu = f"{100 * flops / t / 1e12 / peak:.1f}%" if peak else "-"
-            print(f"| {label} | {t:.3f} | {args.batch / t:.2f} | {args.batch * args.contexts / t:.1f} | "
-                  f"{flops / 1e12:.3g} | {flops / t / 1e12:.3g} | {mfu} |")
+            print(
+                f"| {label} | {t:.3f} | {args.batch / t:.2f} | {args.batch * args.contexts / t:.1f} | "
+                f"{flops / 1e12:.3g} | {flops / t / 1e12:.3g} | {mfu} |"
+            )
         if args.compile:
-            ratios.append(f"| {size} | {args.compile} | {per_step['eager'] / per_step['compiled']:.2f}x | "
-                          f"{compile_s:.1f} |")
+            ratios.append(
+                f"| {size} | {args.compile} | {per_step['eager'] / per_step['compiled']:.2f}x | {compile_s:.1f} |"
+            )
     if ratios:
         print("\n| size | backend | compiled / eager questions/s | compile time, s (warm-up beyond a step's time) |")
         print("|---|---|---|---|")

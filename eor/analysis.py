@@ -1,5 +1,6 @@
 """Retriever-inconsistency analysis: RWR, MRWR, MRLR (eqs. 1-3), the error decomposition
 (section 3, appendix B) with per-error RWR (eq. 5), and the ensemble's oracle upper bound (figure 5)."""
+
 from __future__ import annotations
 
 import itertools
@@ -15,7 +16,9 @@ from erag.answers import exact_match, normalize_answer
 def _as_correct(correct) -> np.ndarray:
     correct = np.asarray(correct, dtype=bool)
     if correct.ndim != 2 or correct.shape[0] < 2:
-        raise ValueError(f"expected a boolean [retrievers, questions] array with at least 2 retrievers, got {correct.shape}")
+        raise ValueError(
+            f"expected a boolean [retrievers, questions] array with at least 2 retrievers, got {correct.shape}"
+        )
     return correct
 
 
@@ -112,14 +115,20 @@ def error_decomposition(
     if correct is None:
         correct = [[exact_match(a, golds) > 0 for a, golds in zip(row, gold)] for row in answers]
     correct = np.asarray(correct, dtype=bool).reshape(num_retrievers, num_questions)
-    kept = np.array([
-        n for n in range(num_questions)
-        if max_answer_words is None or all(len(row[n].split()) <= max_answer_words for row in answers)
-    ], dtype=int)
+    kept = np.array(
+        [
+            n
+            for n in range(num_questions)
+            if max_answer_words is None or all(len(row[n].split()) <= max_answer_words for row in answers)
+        ],
+        dtype=int,
+    )
     pick = lambda rows: [[row[n] for n in kept] for row in rows]  # noqa: E731
     answers, documents, correct = pick(answers), pick(documents), correct[:, kept]
     gold = [gold[n] for n in kept]
-    retriever = np.array([[not any(contains(d, g) for g in golds) for d, golds in zip(row, gold)] for row in documents], bool)
+    retriever = np.array(
+        [[not any(contains(d, g) for g in golds) for d, golds in zip(row, gold)] for row in documents], bool
+    )
     hallucination = np.array([[not contains(d, a) for a, d in zip(ar, dr)] for ar, dr in zip(answers, documents)], bool)
     hallucination = hallucination.reshape(retriever.shape)
     indicators = {
@@ -130,7 +139,12 @@ def error_decomposition(
     }
     no_retriever_error = ~retriever[:, None] & ~retriever[None, :]
     both_guessing = (retriever & hallucination)[:, None] & (retriever & hallucination)[None, :]
-    conditions = {"retriever": None, "hallucination": None, "extraction": no_retriever_error, "lucky_guess": both_guessing}
+    conditions = {
+        "retriever": None,
+        "hallucination": None,
+        "extraction": no_retriever_error,
+        "lucky_guess": both_guessing,
+    }
     return ErrorDecomposition(
         kept=kept,
         correct=correct,

@@ -1,4 +1,5 @@
 """Passages and the JSONL passage corpus (`{"id", "title", "text"}` per line)."""
+
 from __future__ import annotations
 
 import json

@@ -1,4 +1,5 @@
 """Text encoders loaded from a local path: a sentence-transformers folder or any HF encoder."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -50,8 +51,11 @@ class Encoder:
         """Return a [len(texts), dim] float32 array."""
         if self.sentence_transformer is not None:
             return self.sentence_transformer.encode(
-                list(texts), batch_size=self.batch_size, normalize_embeddings=self.normalize,
-                convert_to_numpy=True, show_progress_bar=False,
+                list(texts),
+                batch_size=self.batch_size,
+                normalize_embeddings=self.normalize,
+                convert_to_numpy=True,
+                show_progress_bar=False,
             ).astype(np.float32)
         chunks = [self._encode_batch(texts[i : i + self.batch_size]) for i in range(0, len(texts), self.batch_size)]
         return np.concatenate(chunks) if chunks else np.zeros((0, self.model.config.hidden_size), np.float32)

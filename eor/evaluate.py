@@ -1,5 +1,6 @@
 """The EoR evaluation loop: run the pool, learn (or load) the voter's weights, report EM/F1 and
 MRLR before and after adding EoR (table 1)."""
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
@@ -81,16 +82,20 @@ class EoRReport:
 
     def table(self) -> str:
         """A markdown table: one row per retriever and one for EoR."""
-        lines = ["| retriever | EM | F1 | accuracy | MRLR (pool) | MRLR (pool + EoR) | w^r |",
-                 "|---|---|---|---|---|---|---|"]
+        lines = [
+            "| retriever | EM | F1 | accuracy | MRLR (pool) | MRLR (pool + EoR) | w^r |",
+            "|---|---|---|---|---|---|---|",
+        ]
         for name in self.retriever_em:
             lines.append(
                 f"| {name} | {self.retriever_em[name]:.2f} | {self.retriever_f1[name]:.2f} | "
                 f"{self.retriever_accuracy[name]:.2f} | {self.mrlr_pool[name]:.4f} | {self.mrlr_with_eor[name]:.4f} | "
                 f"{self.weights.retrievers[name]:.3f} |"
             )
-        lines.append(f"| EoR | {self.eor_em:.2f} | {self.eor_f1:.2f} | {self.eor_accuracy:.2f} | | "
-                     f"{self.mrlr_with_eor['EoR']:.4f} | |")
+        lines.append(
+            f"| EoR | {self.eor_em:.2f} | {self.eor_f1:.2f} | {self.eor_accuracy:.2f} | | "
+            f"{self.mrlr_with_eor['EoR']:.4f} | |"
+        )
         return "\n".join(lines)
 
 
@@ -114,8 +119,11 @@ def evaluate_eor(
     metrics = list(metrics) if metrics is not None else [build_metric(spec) for spec in config.metrics]
     em = np.array([[exact_match(a, gold) for a, gold in zip(row, gold_answers)] for row in pool.answers])
     f1 = np.array([[token_f1(a, gold) for a, gold in zip(row, gold_answers)] for row in pool.answers])
-    right = em > 0 if config.correctness == "em" else np.array(
-        [[has_answer(a, gold) for a, gold in zip(row, gold_answers)] for row in pool.answers])
+    right = (
+        em > 0
+        if config.correctness == "em"
+        else np.array([[has_answer(a, gold) for a, gold in zip(row, gold_answers)] for row in pool.answers])
+    )
     sim = similarity_tensor(pool.answers, metrics)
 
     order = np.random.default_rng(config.seed).permutation(len(questions))
@@ -127,11 +135,16 @@ def evaluate_eor(
         if list(weights.retrievers) != pool.names:
             raise ValueError(f"weights are for retrievers {list(weights.retrievers)}, the pool is {pool.names}")
     else:
-        num_train = (len(questions) - len(set(test_indices)) if test_indices is not None
-                     else round(config.train_fraction * len(questions)))
+        num_train = (
+            len(questions) - len(set(test_indices))
+            if test_indices is not None
+            else round(config.train_fraction * len(questions))
+        )
         train, test = np.sort(order[:num_train]), np.sort(order[num_train:])
         if not len(train) or not len(test):
-            raise ValueError(f"train_fraction {config.train_fraction} leaves an empty split of {len(questions)} questions")
+            raise ValueError(
+                f"train_fraction {config.train_fraction} leaves an empty split of {len(questions)} questions"
+            )
         weights, train_accuracy = learn_weights(
             sim[torch.as_tensor(train)], right[:, train], [m.name for m in metrics], pool.names, config.search
         )
@@ -142,17 +155,28 @@ def evaluate_eor(
     eor_em, eor_f1 = em[chosen, test], f1[chosen, test]
     correct = right[:, test]
     with_eor = np.vstack([correct, right[chosen, test][None]])
-    errors = error_decomposition([[row[n] for n in test] for row in pool.answers],
-                                 [["\n".join(pool.contexts[r][n]) for n in test] for r in range(len(pool.names))],
-                                 [gold_answers[n] for n in test], correct=correct)
+    errors = error_decomposition(
+        [[row[n] for n in test] for row in pool.answers],
+        [["\n".join(pool.contexts[r][n]) for n in test] for r in range(len(pool.names))],
+        [gold_answers[n] for n in test],
+        correct=correct,
+    )
     if config.plots_dir:
-        plot_heatmap(rwr_matrix(with_eor), [*pool.names, "EoR"], Path(config.plots_dir) / "rwr_heatmap.png", "RWR (eq. 1)")
+        plot_heatmap(
+            rwr_matrix(with_eor), [*pool.names, "EoR"], Path(config.plots_dir) / "rwr_heatmap.png", "RWR (eq. 1)"
+        )
         for error in ERRORS:  # figure 4
-            plot_heatmap(errors.rwr[error], pool.names, Path(config.plots_dir) / f"error_rwr_{error}.png",
-                         f"RWR of {error.replace('_', ' ')} errors (-1: undefined)")
+            plot_heatmap(
+                errors.rwr[error],
+                pool.names,
+                Path(config.plots_dir) / f"error_rwr_{error}.png",
+                f"RWR of {error.replace('_', ' ')} errors (-1: undefined)",
+            )
         plot_boxplot(
             {str(k): 100 * v for k, v in oracle_upper_bound(correct, max_combinations=500, seed=config.seed).items()},
-            Path(config.plots_dir) / "upper_bound.png", "Oracle upper bound by pool size", "EM (%)",
+            Path(config.plots_dir) / "upper_bound.png",
+            "Oracle upper bound by pool size",
+            "EM (%)",
             reference=100 * correct.mean(1).max(),
         )
     return EoRReport(

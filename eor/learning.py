@@ -1,4 +1,5 @@
 """Ensemble by learning (section 4.2): Nelder-Mead over w^s and w^r maximizing training accuracy."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -34,12 +35,19 @@ class SearchConfig:
 
 
 def voter_accuracy(
-    sim: torch.Tensor, correct: torch.Tensor, metric_weights: torch.Tensor, retriever_weights: torch.Tensor,
-    pooling: str = "mean", threshold: float = 0.1, vote_threshold: float = 0.5,
+    sim: torch.Tensor,
+    correct: torch.Tensor,
+    metric_weights: torch.Tensor,
+    retriever_weights: torch.Tensor,
+    pooling: str = "mean",
+    threshold: float = 0.1,
+    vote_threshold: float = 0.5,
 ) -> float:
     """(1/N) sum_i g(y_{m*_i}, a_i): the accuracy of the voter's choices, with sim [Q, R, R, M] and
     the correctness g of each retriever's answer as a boolean [R, Q] tensor."""
-    chosen = select(voter_scores(sim, metric_weights, retriever_weights, pooling, threshold, vote_threshold), retriever_weights)
+    chosen = select(
+        voter_scores(sim, metric_weights, retriever_weights, pooling, threshold, vote_threshold), retriever_weights
+    )
     return correct.T.gather(1, chosen[:, None]).float().mean().item()
 
 
@@ -60,15 +68,22 @@ def learn_weights(
     """
     correct = torch.as_tensor(np.asarray(correct, dtype=bool))
     num_metrics, num_retrievers = len(metric_names), len(retriever_names)
-    if sim.shape[1:] != (num_retrievers, num_retrievers, num_metrics) or correct.shape != (num_retrievers, sim.shape[0]):
-        raise ValueError(f"sim {tuple(sim.shape)} and correct {tuple(correct.shape)} do not match "
-                         f"{num_metrics} metrics and {num_retrievers} retrievers")
+    if sim.shape[1:] != (num_retrievers, num_retrievers, num_metrics) or correct.shape != (
+        num_retrievers,
+        sim.shape[0],
+    ):
+        raise ValueError(
+            f"sim {tuple(sim.shape)} and correct {tuple(correct.shape)} do not match "
+            f"{num_metrics} metrics and {num_retrievers} retrievers"
+        )
     sim = sim.double()
     upper = config.upper_bound
 
     def accuracy(x: np.ndarray) -> float:
         x = torch.as_tensor(np.clip(x, 0.0, upper))
-        return voter_accuracy(sim, correct, x[:num_metrics], x[num_metrics:], config.pooling, config.threshold, config.vote_threshold)
+        return voter_accuracy(
+            sim, correct, x[:num_metrics], x[num_metrics:], config.pooling, config.threshold, config.vote_threshold
+        )
 
     rng = np.random.default_rng(config.seed)
     dim = num_metrics + num_retrievers
@@ -79,7 +94,10 @@ def learn_weights(
         for i in range(dim):  # vertex i moves weight i to the far side of the box
             simplex[i + 1, i] = 0.0 if x0[i] >= upper / 2 else upper
         result = minimize(
-            lambda x: -accuracy(x), x0, method="Nelder-Mead", bounds=[(0.0, upper)] * dim,
+            lambda x: -accuracy(x),
+            x0,
+            method="Nelder-Mead",
+            bounds=[(0.0, upper)] * dim,
             options={"initial_simplex": simplex, "maxiter": config.max_iter},
         )
         x = np.clip(result.x, 0.0, upper)
@@ -88,6 +106,8 @@ def learn_weights(
     weights = VoterWeights(
         metrics=dict(zip(metric_names, map(float, best_x[:num_metrics]))),
         retrievers=dict(zip(retriever_names, map(float, best_x[num_metrics:]))),
-        threshold=config.threshold, pooling=config.pooling, vote_threshold=config.vote_threshold,
+        threshold=config.threshold,
+        pooling=config.pooling,
+        vote_threshold=config.vote_threshold,
     )
     return weights, float(best_accuracy)

@@ -10,6 +10,7 @@ Grammar, following the operation priority @RR > @k > & > @CP::
 BASE, RERANKER and COMPRESSOR are the names the caller registers in a `Registry`.
 `str(parse_retriever(name, registry)) == name` for every name the ops print.
 """
+
 from __future__ import annotations
 
 import re
@@ -140,7 +141,9 @@ class _Parser:
         kind, text, position = self.take()
         if kind == "base":
             if text not in self.registry.by_name:
-                self.fail(position, f"unknown base retriever {text!r}; known: {', '.join(self.registry.by_name) or 'none'}")
+                self.fail(
+                    position, f"unknown base retriever {text!r}; known: {', '.join(self.registry.by_name) or 'none'}"
+                )
             return self.registry.by_name[text]
         if kind == "punct" and text == "(":
             retriever = self.name_()
@@ -148,7 +151,12 @@ class _Parser:
             if (kind, text) != ("punct", ")"):
                 self.fail(position, self.misplaced(kind, text) if kind != "end" else "expected ')'")
             return retriever
-        self.fail(position, f"expected a base retriever or '(', found {text!r}" if text else "expected a base retriever or '(', found the end")
+        self.fail(
+            position,
+            f"expected a base retriever or '(', found {text!r}"
+            if text
+            else "expected a base retriever or '(', found the end",
+        )
 
     def known_ops(self) -> str:
         return ", ".join(f"@{op}" for op in [*self.registry.rerankers, *self.registry.compressors]) or "none"

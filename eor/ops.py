@@ -5,6 +5,7 @@ priority is @RR > @k > & > @CP, so `BM25@RR@5&Dense@5@CP` summarizes the concate
 reranked-then-truncated BM25 list with the truncated Dense list. Names add parentheses only where
 that priority cannot express the tree, e.g. `(BM25@20)@RR` or `(BM25&Dense)@RR@10`.
 """
+
 from __future__ import annotations
 
 from dataclasses import replace

@@ -2,6 +2,7 @@
 
 Figures are drawn on matplotlib's Agg canvas without pyplot, leaving the global backend alone.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -31,15 +32,25 @@ def plot_heatmap(matrix, labels: Sequence[str], path: str | Path, title: str = "
     axes.set_xticks(range(len(labels)), labels, rotation=60, ha="right")
     axes.set_yticks(range(len(labels)), labels)
     for (i, j), value in np.ndenumerate(matrix):
-        axes.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize=7,
-                  color="white" if value > 0.6 * matrix.max() else "black")
+        axes.text(
+            j,
+            i,
+            f"{value:.2f}",
+            ha="center",
+            va="center",
+            fontsize=7,
+            color="white" if value > 0.6 * matrix.max() else "black",
+        )
     figure.colorbar(image, ax=axes)
     axes.set_title(title)
     return _save(figure, path)
 
 
 def plot_boxplot(
-    groups: Mapping[str, Sequence[float]], path: str | Path, title: str = "", ylabel: str = "",
+    groups: Mapping[str, Sequence[float]],
+    path: str | Path,
+    title: str = "",
+    ylabel: str = "",
     reference: float | None = None,
 ) -> Path:
     """One box per group, e.g. MRLR per dataset (figure 2) or `oracle_upper_bound` per pool size

@@ -1,4 +1,5 @@
 """Run the reader over every retriever in the pool: y_m = G(q, r_m(q)) (section 4.1)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -11,8 +12,10 @@ from eor.retrievers.base import Retriever
 
 #: The paper's prompts for Llama2-chat (appendix C.2), in the `{question}` / `{context}` placeholders
 #: of the project's readers: retrieval-augmented generation, and retrieval-free generation.
-RALM_PROMPT = ("Assuming the following paragraphs are true:\n\n{context}\n\n"
-               "Please directly answer the following question with one or few words: {question}")
+RALM_PROMPT = (
+    "Assuming the following paragraphs are true:\n\n{context}\n\n"
+    "Please directly answer the following question with one or few words: {question}"
+)
 RETRIEVAL_FREE_PROMPT = "Please directly answer the following question with one or few words: {question}"
 
 
@@ -25,7 +28,9 @@ class PoolOutput:
     contexts: list[list[list[str]]]
 
 
-def read_pool(retrievers: Sequence[Retriever], reader: Reader, questions: Sequence[str], batch_size: int = 16) -> PoolOutput:
+def read_pool(
+    retrievers: Sequence[Retriever], reader: Reader, questions: Sequence[str], batch_size: int = 16
+) -> PoolOutput:
     """Retrieve with each retriever and answer with `reader`, `batch_size` questions per call."""
     names = [str(r) for r in retrievers]
     if len(set(names)) != len(names):

@@ -4,6 +4,7 @@ Every metric is a callable on two aligned lists of answers returning one score p
 a `name` (the key of its weight in `VoterWeights`) and `symmetric` (sim(a, b) == sim(b, a), so
 `similarity_tensor` scores each unordered pair once).
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -46,7 +47,9 @@ class BERTScore:
 
     name, symmetric = "bertscore", True
 
-    def __init__(self, path: str | Path, num_layers: int | None = None, batch_size: int = 64, device: str | None = None):
+    def __init__(
+        self, path: str | Path, num_layers: int | None = None, batch_size: int = 64, device: str | None = None
+    ):
         from transformers import AutoModel, AutoTokenizer
 
         self.tokenizer = AutoTokenizer.from_pretrained(path)
@@ -60,8 +63,14 @@ class BERTScore:
         if not a:
             return np.zeros(0, np.float32)
         scores = bert_score(
-            list(a), list(b), model=self.model, user_tokenizer=self.tokenizer, num_layers=self.num_layers,
-            batch_size=self.batch_size, device=self.device, truncation=True,
+            list(a),
+            list(b),
+            model=self.model,
+            user_tokenizer=self.tokenizer,
+            num_layers=self.num_layers,
+            batch_size=self.batch_size,
+            device=self.device,
+            truncation=True,
         )
         return np.asarray(scores["f1"], dtype=np.float32).reshape(-1)
 
@@ -90,7 +99,9 @@ class NLIEntailment:
 
     name, symmetric = "nli", False
 
-    def __init__(self, path: str | Path, entailment_index: int | None = None, batch_size: int = 64, device: str | None = None):
+    def __init__(
+        self, path: str | Path, entailment_index: int | None = None, batch_size: int = 64, device: str | None = None
+    ):
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
         self.tokenizer = AutoTokenizer.from_pretrained(path)
@@ -99,7 +110,9 @@ class NLIEntailment:
         if entailment_index is None:
             labels = [i for i, label in self.model.config.id2label.items() if str(label).lower().startswith("entail")]
             if len(labels) != 1:
-                raise ValueError(f"{path}: no single 'entailment' label in {self.model.config.id2label}; pass entailment_index")
+                raise ValueError(
+                    f"{path}: no single 'entailment' label in {self.model.config.id2label}; pass entailment_index"
+                )
             entailment_index = int(labels[0])
         self.entailment_index, self.batch_size = entailment_index, batch_size
 
@@ -108,8 +121,11 @@ class NLIEntailment:
         probabilities = []
         for start in range(0, len(a), self.batch_size):
             batch = self.tokenizer(
-                list(b[start : start + self.batch_size]), list(a[start : start + self.batch_size]),
-                padding=True, truncation=True, return_tensors="pt",
+                list(b[start : start + self.batch_size]),
+                list(a[start : start + self.batch_size]),
+                padding=True,
+                truncation=True,
+                return_tensors="pt",
             ).to(self.device)
             logits = self.model(**batch).logits.float()
             probabilities.append(logits.softmax(-1)[:, self.entailment_index].cpu().numpy())

@@ -15,6 +15,7 @@ rather than the literal 0, so that it is "directly ignored" as a candidate: with
 similarities (EM, F1, BERTScore, NLI) this picks the same answer as the literal 0, because ties go to
 the larger w^r (`select`), and a cosine similarity's negative scores cannot make it win.
 """
+
 from __future__ import annotations
 
 import json
@@ -118,7 +119,12 @@ class Voter:
         follows `weights.retrievers`."""
         metric_weights, retriever_weights = self.weights.tensors()
         scores = voter_scores(
-            sim, metric_weights, retriever_weights, self.weights.pooling, self.weights.threshold, self.weights.vote_threshold
+            sim,
+            metric_weights,
+            retriever_weights,
+            self.weights.pooling,
+            self.weights.threshold,
+            self.weights.vote_threshold,
         )
         return select(scores, retriever_weights)
 
@@ -130,4 +136,3 @@ class Voter:
         rows = [answers[name] for name in self.weights.retrievers]
         chosen = self.select(similarity_tensor(rows, self.metrics))
         return [rows[m][q] for q, m in enumerate(chosen.tolist())]
-

@@ -4,6 +4,7 @@ Each retrieved document is given alone to the RAG system's reader; the reader's 
 that document is its relevance label (eq. 1), and retrieval metrics over those labels evaluate the
 ranked list. This package stands alone: it never imports ``rerag`` or ``eor``.
 """
+
 from .annotate import annotate, per_document_outputs
 from .answers import exact_match, has_answer, normalize_answer, token_f1
 from .baselines import contains_answer_labels, llm_judge_labels

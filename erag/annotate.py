@@ -4,6 +4,7 @@ The reader sees the query with one document at a time, so the cost is one single
 call per (query, document): O(l k d^2) instead of O(l k^2 d^2) for the whole list (§2). Calls are
 batched across queries and documents.
 """
+
 from __future__ import annotations
 
 from typing import Union

@@ -9,6 +9,7 @@
 
 Every function takes the text being judged first and the gold strings second.
 """
+
 from __future__ import annotations
 
 import collections

@@ -6,6 +6,7 @@
 - Relevance annotation with an LLM: a reader prompted to say whether the document is relevant,
   its yes/no answer parsed into 1/0 (after Thomas et al., 2023).
 """
+
 from __future__ import annotations
 
 import re

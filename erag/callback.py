@@ -1,4 +1,5 @@
 """``ERAGCallback``: eRAG (§2) as a Lightning validation metric, logged as ``erag/<metric>``."""
+
 from __future__ import annotations
 
 from typing import Callable, Optional, Sequence, Union

@@ -8,6 +8,7 @@
 
 eRAG's inputs are keyed by query id, so two queries with the same text stay two queries.
 """
+
 from __future__ import annotations
 
 from typing import Callable, Mapping, Sequence
@@ -39,9 +40,7 @@ def validate_inputs(retrieval_results: RetrievalResults, expected_outputs: Expec
             raise ValueError(f"query {query_id!r}: expected outputs must be a list of strings")
 
 
-def run_reader(
-    reader: Reader, questions: list[str], contexts: list[list[str]], batch_size: int
-) -> list[str]:
+def run_reader(reader: Reader, questions: list[str], contexts: list[list[str]], batch_size: int) -> list[str]:
     """Call ``reader`` on full batches of inputs sorted by length (longest first, so that memory
     peaks in the first batch and padding stays small) and return the answers in input order."""
     if batch_size < 1:

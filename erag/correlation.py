@@ -2,6 +2,7 @@
 (§3.2, Table 1): Kendall's tau (tau-b, which accounts for ties) and Spearman's rho, from scipy.
 A correlation with a constant side is undefined; the result says so in words instead of a bare NaN.
 """
+
 from __future__ import annotations
 
 import math

@@ -14,6 +14,7 @@ metric, not answer containment: a gold output that is not a FEVER label raises `
 ``contains`` is answer containment: 1.0 when a gold answer's tokens occur in the output (DPR's
 match, ``erag.answers.has_answer``), for readers that answer in sentences, such as chat LLMs.
 """
+
 from __future__ import annotations
 
 import functools

@@ -4,6 +4,7 @@ The reader answers each query from its whole ranked list (concatenated, or FiD-s
 does so), the answer is scored with the downstream metric, and each labeling's per-query retrieval
 metric is correlated with that score.
 """
+
 from __future__ import annotations
 
 import math

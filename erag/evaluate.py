@@ -1,4 +1,5 @@
 """``evaluate``: the eRAG entry point, with the signature of the official eRAG package."""
+
 from __future__ import annotations
 
 from typing import Optional, Sequence, Union

@@ -12,6 +12,7 @@ followed by the generation prompt. `Seq2SeqLM` wraps any `AutoModelForSeq2SeqLM`
 `Generator` computes F_ij and its answers with, so training and reading share one definition;
 `adapter_scope` runs one PEFT adapter of a base model that several share.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -26,8 +27,9 @@ from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForSeq2SeqLM
 
 
 #: The default prompt of a reader: a short answer from the context.
-READER_TEMPLATE = ("Answer the question with a short phrase from the context.\n\n"
-                   "Context:\n{context}\n\nQuestion: {question}")
+READER_TEMPLATE = (
+    "Answer the question with a short phrase from the context.\n\nContext:\n{context}\n\nQuestion: {question}"
+)
 
 
 def resolve(name_or_path: str) -> str:
@@ -67,14 +69,16 @@ def chat_affixes(tokenizer) -> tuple[str, str] | None:
     if tokenizer.chat_template is None:
         return None
     marker = "\x00"
-    wrapped = tokenizer.apply_chat_template([{"role": "user", "content": marker}], tokenize=False,
-                                            add_generation_prompt=True)
+    wrapped = tokenizer.apply_chat_template(
+        [{"role": "user", "content": marker}], tokenize=False, add_generation_prompt=True
+    )
     before, after = wrapped.split(marker)
     return before, after
 
 
-def encode_prompts(tokenizer, texts: list[str], max_length: int | None = None,
-                   padding_side: str = "right") -> dict[str, torch.Tensor]:
+def encode_prompts(
+    tokenizer, texts: list[str], max_length: int | None = None, padding_side: str = "right"
+) -> dict[str, torch.Tensor]:
     """Token ids and attention mask of prompts, padded to the longest row.
 
     With a chat template each text is one user message followed by the generation prompt, so the
@@ -82,25 +86,35 @@ def encode_prompts(tokenizer, texts: list[str], max_length: int | None = None,
     cut to fit `max_length`. Without one, the tokenizer's own special tokens are added (T5's EOS)."""
     affixes = chat_affixes(tokenizer)
     if affixes is None:
-        enc = tokenizer(texts, max_length=max_length, truncation=max_length is not None, padding=True,
-                        padding_side=padding_side, return_tensors="pt")
+        enc = tokenizer(
+            texts,
+            max_length=max_length,
+            truncation=max_length is not None,
+            padding=True,
+            padding_side=padding_side,
+            return_tensors="pt",
+        )
     else:
         before, after = (tokenizer(a, add_special_tokens=False).input_ids for a in affixes)
         room = None if max_length is None else max_length - len(before) - len(after)
         if room is not None and room < 1:
-            raise ValueError(f"max_length={max_length} leaves no room for a prompt inside the chat template "
-                             f"({len(before) + len(after)} tokens)")
+            raise ValueError(
+                f"max_length={max_length} leaves no room for a prompt inside the chat template "
+                f"({len(before) + len(after)} tokens)"
+            )
         body = tokenizer(texts, add_special_tokens=False, max_length=room, truncation=room is not None).input_ids
-        enc = tokenizer.pad({"input_ids": [before + b + after for b in body]}, padding_side=padding_side,
-                            return_tensors="pt")
+        enc = tokenizer.pad(
+            {"input_ids": [before + b + after for b in body]}, padding_side=padding_side, return_tensors="pt"
+        )
     return {"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"]}
 
 
 def encode_answers(tokenizer, answers: list[str], max_length: int) -> torch.Tensor:
     """Answer token ids as labels, each cut to `max_length - 1` tokens and ended by the EOS token
     (what teaches a generator to stop after the answer); padding is -100. [N, T] long."""
-    ids = [a[: max_length - 1] + [tokenizer.eos_token_id]
-           for a in tokenizer(answers, add_special_tokens=False).input_ids]
+    ids = [
+        a[: max_length - 1] + [tokenizer.eos_token_id] for a in tokenizer(answers, add_special_tokens=False).input_ids
+    ]
     labels = torch.full((len(ids), max(map(len, ids), default=1)), -100, dtype=torch.long)
     for row, a in enumerate(ids):
         labels[row, : len(a)] = torch.tensor(a)
@@ -109,13 +123,13 @@ def encode_answers(tokenizer, answers: list[str], max_length: int) -> torch.Tens
 
 def _label_loglik(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     """sum_t log softmax(logits_t)[labels_t] per row, labels -100 ignored: [N] float32."""
-    token_ll = -nn.functional.cross_entropy(logits.float().transpose(1, 2), labels, ignore_index=-100,
-                                            reduction="none")
+    token_ll = -nn.functional.cross_entropy(logits.float().transpose(1, 2), labels, ignore_index=-100, reduction="none")
     return token_ll.sum(dim=1)
 
 
-def prompt_answer_rows(input_ids: torch.Tensor, attention_mask: torch.Tensor, labels: torch.Tensor
-                       ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def prompt_answer_rows(
+    input_ids: torch.Tensor, attention_mask: torch.Tensor, labels: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Each right-padded prompt row followed by its answer (labels, -100 padding), right-padded
     with id 0 under a zero mask. Returns (ids, mask, the answer tokens' positions [N, T])."""
     prompt_len = attention_mask.sum(dim=1, keepdim=True)
@@ -131,8 +145,9 @@ def prompt_answer_rows(input_ids: torch.Tensor, attention_mask: torch.Tensor, la
     return ids, mask.long(), positions.clamp(max=width - 1)
 
 
-def answer_loglik(model: PreTrainedModel, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                  labels: torch.Tensor) -> torch.Tensor:
+def answer_loglik(
+    model: PreTrainedModel, input_ids: torch.Tensor, attention_mask: torch.Tensor, labels: torch.Tensor
+) -> torch.Tensor:
     """F = sum_t log P(y_t | y_<t, x) of each row's answer (labels from `encode_answers`, EOS
     included): [N] float32. Prompts are right-padded (`encode_prompts`).
 
@@ -148,8 +163,9 @@ def answer_loglik(model: PreTrainedModel, input_ids: torch.Tensor, attention_mas
     return _label_loglik(model.get_output_embeddings()(states), labels)
 
 
-def left_padded(input_ids: torch.Tensor, attention_mask: torch.Tensor, pad_token_id: int
-                ) -> tuple[torch.Tensor, torch.Tensor]:
+def left_padded(
+    input_ids: torch.Tensor, attention_mask: torch.Tensor, pad_token_id: int
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Right-padded rows moved to the right edge (what decoder-only generation continues from)."""
     shift = attention_mask.shape[1] - attention_mask.sum(dim=1, keepdim=True)
     col = torch.arange(attention_mask.shape[1], device=input_ids.device).expand_as(input_ids)
@@ -159,8 +175,14 @@ def left_padded(input_ids: torch.Tensor, attention_mask: torch.Tensor, pad_token
 
 
 @torch.no_grad()
-def generate_answers(model: PreTrainedModel, tokenizer, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                     max_new_tokens: int, num_beams: int = 1) -> tuple[list[str], torch.Tensor]:
+def generate_answers(
+    model: PreTrainedModel,
+    tokenizer,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    max_new_tokens: int,
+    num_beams: int = 1,
+) -> tuple[list[str], torch.Tensor]:
     """One answer per right-padded prompt row (greedy, or beam search) and its teacher-forced
     log-likelihood under `answer_loglik`, EOS included when the model wrote one. Padding is never
     generated: a pad label is masked, so an answer of pads would score log-likelihood 0."""
@@ -171,8 +193,16 @@ def generate_answers(model: PreTrainedModel, tokenizer, input_ids: torch.Tensor,
     else:
         ids, mask = input_ids, attention_mask
     kwargs = {"bad_words_ids": [[pad]]} if pad != eos else {}
-    out = model.generate(input_ids=ids, attention_mask=mask, num_beams=num_beams, max_new_tokens=max_new_tokens,
-                         do_sample=False, pad_token_id=pad, eos_token_id=eos, **kwargs)
+    out = model.generate(
+        input_ids=ids,
+        attention_mask=mask,
+        num_beams=num_beams,
+        max_new_tokens=max_new_tokens,
+        do_sample=False,
+        pad_token_id=pad,
+        eos_token_id=eos,
+        **kwargs,
+    )
     new = out[:, ids.shape[1] :] if causal else out[:, 1:]  # drop the prompt, or the decoder start token
     # the answer's tokens up to and including its first EOS; the rest is padding
     after_eos = (new == eos).long().cumsum(dim=1) - (new == eos).long() > 0
@@ -230,8 +260,16 @@ class _HFLM:
     `encode_prompts` wraps them in the chat template when the tokenizer has one. `adapter` names
     the PEFT adapter this LM is (see `adapter_scope`; None: the model as it is)."""
 
-    def __init__(self, model: PreTrainedModel, tokenizer, template: str, max_length: int | None,
-                 max_new_tokens: int, batch_size: int, adapter: str | None = None):
+    def __init__(
+        self,
+        model: PreTrainedModel,
+        tokenizer,
+        template: str,
+        max_length: int | None,
+        max_new_tokens: int,
+        batch_size: int,
+        adapter: str | None = None,
+    ):
         if tokenizer.pad_token is None:  # batching needs a pad id; the attention mask hides it
             tokenizer.pad_token = tokenizer.eos_token
         self.model, self.tokenizer, self.template = model, tokenizer, template
@@ -262,8 +300,9 @@ class _HFLM:
         with adapter_scope(self.model, self.adapter):
             for chunk in _batches(prompts, self.batch_size):
                 enc = self.encode(chunk)
-                t, ll = generate_answers(self.model, self.tokenizer, enc["input_ids"], enc["attention_mask"],
-                                         self.max_new_tokens, num_beams)
+                t, ll = generate_answers(
+                    self.model, self.tokenizer, enc["input_ids"], enc["attention_mask"], self.max_new_tokens, num_beams
+                )
                 texts += t
                 loglik.append(ll.cpu())
         return texts, torch.cat(loglik) if loglik else torch.empty(0)
@@ -284,8 +323,16 @@ class Seq2SeqLM(_HFLM):
     """An encoder-decoder LM. Prompts are cut to `max_length` tokens (None: not cut), answers to
     `max_new_tokens`."""
 
-    def __init__(self, model: PreTrainedModel, tokenizer, template: str = READER_TEMPLATE, max_length: int | None = 512,
-                 max_new_tokens: int = 16, batch_size: int = 32, adapter: str | None = None):
+    def __init__(
+        self,
+        model: PreTrainedModel,
+        tokenizer,
+        template: str = READER_TEMPLATE,
+        max_length: int | None = 512,
+        max_new_tokens: int = 16,
+        batch_size: int = 32,
+        adapter: str | None = None,
+    ):
         super().__init__(model, tokenizer, template, max_length, max_new_tokens, batch_size, adapter)
 
 
@@ -293,8 +340,16 @@ class CausalLM(_HFLM):
     """A decoder-only LM. Prompts are not cut by default (`max_length` None): keep the contexts
     within the model's window."""
 
-    def __init__(self, model: PreTrainedModel, tokenizer, template: str = READER_TEMPLATE, max_length: int | None = None,
-                 max_new_tokens: int = 16, batch_size: int = 8, adapter: str | None = None):
+    def __init__(
+        self,
+        model: PreTrainedModel,
+        tokenizer,
+        template: str = READER_TEMPLATE,
+        max_length: int | None = None,
+        max_new_tokens: int = 16,
+        batch_size: int = 8,
+        adapter: str | None = None,
+    ):
         super().__init__(model, tokenizer, template, max_length, max_new_tokens, batch_size, adapter)
 
 
@@ -303,14 +358,16 @@ def lm_for(model: PreTrainedModel, tokenizer, **kwargs) -> Seq2SeqLM | CausalLM:
     return (Seq2SeqLM if model.config.is_encoder_decoder else CausalLM)(model, tokenizer, **kwargs)
 
 
-def load_lm(name_or_path: str, trust_remote_code: bool = False, model_kwargs: dict | None = None,
-            **kwargs) -> Seq2SeqLM | CausalLM:
+def load_lm(
+    name_or_path: str, trust_remote_code: bool = False, model_kwargs: dict | None = None, **kwargs
+) -> Seq2SeqLM | CausalLM:
     """A Hugging Face folder, name or GGUF file (`checkpoint_location`) as a `Seq2SeqLM` or
     `CausalLM`, in eval mode. `model_kwargs` go to `from_pretrained` (e.g. `dtype`, `device_map`);
     the rest to the wrapper."""
     path, gguf_file = checkpoint_location(name_or_path)
     config = AutoConfig.from_pretrained(path, trust_remote_code=trust_remote_code, gguf_file=gguf_file)
     auto = AutoModelForSeq2SeqLM if config.is_encoder_decoder else AutoModelForCausalLM
-    model = auto.from_pretrained(path, trust_remote_code=trust_remote_code, gguf_file=gguf_file,
-                                 **(model_kwargs or {})).eval()
+    model = auto.from_pretrained(
+        path, trust_remote_code=trust_remote_code, gguf_file=gguf_file, **(model_kwargs or {})
+    ).eval()
     return lm_for(model, load_tokenizer(name_or_path, trust_remote_code), **kwargs)

@@ -7,6 +7,7 @@ more), on rank 0 only:
 `[rerank] 120/2400 questions (5.0%) | 3.20 questions/s | elapsed 0:37 | ETA 11:52`.
 `interval` defaults to $RERAG_PROGRESS_INTERVAL, else 30 seconds.
 """
+
 from __future__ import annotations
 
 import os
@@ -34,20 +35,30 @@ def clock(seconds: float) -> str:
     return f"{hours}:{m:02d}:{s:02d}" if hours else f"{m}:{s:02d}"
 
 
-def progress_line(name: str, done: int, total: int | None, elapsed: float, unit: str = "it",
-                  extra: dict[str, float] | None = None) -> str:
+def progress_line(
+    name: str, done: int, total: int | None, elapsed: float, unit: str = "it", extra: dict[str, float] | None = None
+) -> str:
     """One progress line: count (and share), rate, elapsed, ETA, then any `extra` values."""
     rate = done / elapsed if elapsed > 0 else 0.0
-    parts = [f"[{name}] {done}/{total} {unit} ({100 * done / total:.1f}%)" if total else f"[{name}] {done} {unit}",
-             f"{rate:.2f} {unit}/s", f"elapsed {clock(elapsed)}"]
+    parts = [
+        f"[{name}] {done}/{total} {unit} ({100 * done / total:.1f}%)" if total else f"[{name}] {done} {unit}",
+        f"{rate:.2f} {unit}/s",
+        f"elapsed {clock(elapsed)}",
+    ]
     if total and rate > 0:
         parts.append(f"ETA {clock((total - done) / rate)}")
     parts += [f"{k} {v:.4g}" for k, v in (extra or {}).items()]
     return " | ".join(parts)
 
 
-def progress(items: Iterable[T], name: str, total: int | None = None, unit: str = "it",
-             interval: float | None = None, stream=None) -> Iterator[T]:
+def progress(
+    items: Iterable[T],
+    name: str,
+    total: int | None = None,
+    unit: str = "it",
+    interval: float | None = None,
+    stream=None,
+) -> Iterator[T]:
     """`items`, reporting progress as a tqdm bar on a terminal and as timed lines otherwise."""
     stream = stream or sys.stdout
     total = total if total is not None else (len(items) if hasattr(items, "__len__") else None)

@@ -8,6 +8,7 @@ question are either concatenated into one prompt (in-prompt augmentation, IPA) o
 encoder-decoder models, encoded one by one and fused in the decoder (Fusion-in-Decoder, FiD; §3.1
 and Figure 3).
 """
+
 from __future__ import annotations
 
 from typing import Literal
@@ -54,8 +55,9 @@ class HFReader:
             raise ValueError(f"fusion must be 'concat' or 'fid', got {fusion!r}")
         if fusion == "fid" and not self.is_encoder_decoder:
             raise ValueError("fusion='fid' needs an encoder-decoder model")
-        self.lm = lm_for(model, tokenizer, template=prompt_template, max_length=max_input_length,
-                         max_new_tokens=max_new_tokens)
+        self.lm = lm_for(
+            model, tokenizer, template=prompt_template, max_length=max_input_length, max_new_tokens=max_new_tokens
+        )
         self.model, self.tokenizer = model, self.lm.tokenizer
         self.prompt_template, self.max_new_tokens = prompt_template, max_new_tokens
         self.fusion, self.context_separator = fusion, context_separator
@@ -88,9 +90,7 @@ class HFReader:
     def _fid_inputs(self, questions: list[str], contexts: list[list[str]]) -> dict:
         """Encode each (question, document) prompt alone; concatenate a question's encoder states."""
         counts = [max(len(docs), 1) for docs in contexts]  # an empty list gets one empty context
-        prompts = [
-            self.prompt(question, doc) for question, docs in zip(questions, contexts) for doc in (docs or [""])
-        ]
+        prompts = [self.prompt(question, doc) for question, docs in zip(questions, contexts) for doc in (docs or [""])]
         encoded = self._encode(prompts)
         states = self.model.get_encoder()(**encoded).last_hidden_state  # [sum(counts), L, d]
         length, width = states.shape[1:]

@@ -1,5 +1,6 @@
 """Write an eRAG result as JSON and a scatter of per-query eRAG metrics against end-to-end scores
 (the per-query view behind the correlations of Table 1)."""
+
 from __future__ import annotations
 
 import json
@@ -55,8 +56,11 @@ def write_report(
         axes.set_xlabel(f"{labeling} {metric}")
         axes.set_ylabel("end-to-end score")
         c = correlation[metric]
-        title = (f"{metric}: undefined, {c['undefined']}" if c.get("undefined")
-                 else f"{metric}: tau={c['kendall_tau']:.3f}, rho={c['spearman_rho']:.3f}")
+        title = (
+            f"{metric}: undefined, {c['undefined']}"
+            if c.get("undefined")
+            else f"{metric}: tau={c['kendall_tau']:.3f}, rho={c['spearman_rho']:.3f}"
+        )
         axes.set_title(title, fontsize=10 if not c.get("undefined") else 7, wrap=True)
     path_png = Path(path_png)
     path_png.parent.mkdir(parents=True, exist_ok=True)

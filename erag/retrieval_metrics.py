@@ -17,6 +17,7 @@ divided by min(k, R) nor by the relevant documents within the top k. torchmetric
 (relevant in the top k) / R; without a cut-off the two agree. A cut-off on MRR cuts the list at k
 first; P@k divides by k even when fewer than k documents were retrieved.
 """
+
 from __future__ import annotations
 
 import math

@@ -7,6 +7,7 @@ See the README, "kernels" and "The RE-RAG maths as implemented".
 Backends: "triton" (CUDA, or CPU under TRITON_INTERPRET=1) and "reference" (eager PyTorch).
 None picks $RERAG_KERNELS_BACKEND if set, else Triton for CUDA tensors and the reference otherwise.
 """
+
 import os
 
 import torch

@@ -7,6 +7,7 @@ gradient, -(a + b) softmax (RE-RAG eq. 3-4 and eq. 11; README, "kernels"), and a
 products with the weight and the hidden states into gradient buffers with atomic adds, since
 every tile touches rows of both. The two one-hot columns (true, false) are added in PyTorch.
 """
+
 import os
 
 import torch

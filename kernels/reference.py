@@ -6,6 +6,7 @@ of the normalized RE (paper eq. 3-4) and 1 - p_t - p_f is the token loss (eq. 11
 README, "The RE-RAG maths as implemented". These functions are the CPU path and the oracle the Triton kernels
 are tested against.
 """
+
 import torch
 
 

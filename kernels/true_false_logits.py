@@ -6,6 +6,7 @@ streams the logits once more and writes grad_logits directly (RE-RAG eq. 3-4 and
 README, "kernels"):
     d/dz_k (a log p_t + b log p_f) = a [k == t] + b [k == f] - (a + b) softmax_k
 """
+
 import torch
 import triton
 import triton.language as tl

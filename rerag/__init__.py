@@ -1,4 +1,5 @@
 """RE-RAG: a relevance estimator trained jointly with the answer generator (Kim & Lee, 2024)."""
+
 import importlib
 
 # Registers model type `pointer_t5` with the Auto classes, so that importing `rerag` is enough to

@@ -1,4 +1,5 @@
 """Lightning callbacks of the package."""
+
 from __future__ import annotations
 
 import json
@@ -43,8 +44,12 @@ class LearningCurve(L.Callback):
     so an interrupted run keeps its curve; rank zero only). A sanity check over the whole dev set
     (`trainer.num_sanity_val_steps: -1`) is step 0, the untrained models; a partial one is left out."""
 
-    def __init__(self, path: str = "outputs/learning_curve",
-                 metrics: dict[str, str] | None = None, title: str = "dev set during training"):
+    def __init__(
+        self,
+        path: str = "outputs/learning_curve",
+        metrics: dict[str, str] | None = None,
+        title: str = "dev set during training",
+    ):
         self.path = Path(path)
         self.metrics = metrics or {"val/re_recall@1": "RE Recall@1", "val/retriever_recall@1": "BM25 Recall@1"}
         self.title = title
@@ -104,8 +109,9 @@ class ProgressLines(L.Callback):
     def _begin(self, stage: str) -> None:
         self._start[stage] = self._last = time.monotonic()
 
-    def _report(self, trainer: L.Trainer, stage: str, done: int, total: int | float, unit: str, prefix: str,
-                force: bool = False) -> None:
+    def _report(
+        self, trainer: L.Trainer, stage: str, done: int, total: int | float, unit: str, prefix: str, force: bool = False
+    ) -> None:
         now = time.monotonic()
         if not self._active(trainer) or (not force and now - self._last < self.interval):
             return
@@ -132,10 +138,15 @@ class ProgressLines(L.Callback):
 
     def on_validation_end(self, trainer, pl_module) -> None:
         if self._active(trainer):
-            metrics = " | ".join(f"{k} {float(v):.4g}" for k, v in sorted(trainer.callback_metrics.items())
-                                 if k.startswith("val/") and v.numel() == 1)
-            print(f"[val] step {trainer.global_step} done in {time.monotonic() - self._start['val']:.1f} s | {metrics}",
-                  flush=True)
+            metrics = " | ".join(
+                f"{k} {float(v):.4g}"
+                for k, v in sorted(trainer.callback_metrics.items())
+                if k.startswith("val/") and v.numel() == 1
+            )
+            print(
+                f"[val] step {trainer.global_step} done in {time.monotonic() - self._start['val']:.1f} s | {metrics}",
+                flush=True,
+            )
 
     def on_test_start(self, trainer, pl_module) -> None:
         self._begin("test")

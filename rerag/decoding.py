@@ -1,5 +1,6 @@
 """Answer decoding: rank contexts, keep the top k, marginalize per-context answers (eq. 6),
 fast (each answer scored under its own context) or thorough (under every kept context)."""
+
 from __future__ import annotations
 
 import torch
@@ -7,8 +8,9 @@ import torch
 from erag.answers import normalize_answer
 
 
-def marginalize_answers(answers: list[str], context_scores: torch.Tensor,
-                        answer_loglik: torch.Tensor) -> tuple[str, float]:
+def marginalize_answers(
+    answers: list[str], context_scores: torch.Tensor, answer_loglik: torch.Tensor
+) -> tuple[str, float]:
     """Fast RAG-sequence marginalization (eq. 6) over one question's kept contexts.
 
     `answers[j]` was generated from context j with log-likelihood `answer_loglik[j]`;
@@ -46,8 +48,9 @@ def unique_answers(answers: list[str]) -> list[str]:
     return list(seen.values())
 
 
-def thorough_marginalize(candidates: list[str], context_scores: torch.Tensor,
-                         answer_loglik: torch.Tensor) -> tuple[str, float]:
+def thorough_marginalize(
+    candidates: list[str], context_scores: torch.Tensor, answer_loglik: torch.Tensor
+) -> tuple[str, float]:
     """Thorough RAG-sequence marginalization (eq. 6 with every context scoring every candidate).
 
     `answer_loglik[y, j] = log P_G(candidates[y] | q, c_j)` for all kept contexts j, not only the

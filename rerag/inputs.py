@@ -4,6 +4,7 @@ A context is a passage string or a FiD context dict (`{"title", "text", ...}`). 
 filled with `{question}`, `{title}`, `{text}` and `{context}` (the title, a newline, the text);
 fields a template lacks are ignored. Both the data room and the models room import this.
 """
+
 from __future__ import annotations
 
 DEFAULT_TEMPLATE = "question: {question} title: {title} context: {text}"

@@ -6,6 +6,7 @@ Inputs per question i and context j:
   F[i, j]   = log P_G(a_i | q_i, c_j), the generator's answer log-likelihood (eq. 8)
   log_p_true, log_p_false under the RE's full-vocabulary softmax (eq. 3, eq. 11)
 """
+
 from __future__ import annotations
 
 from typing import Literal
@@ -25,7 +26,8 @@ def marginal_nll(s: torch.Tensor, answer_loglik: torch.Tensor) -> torch.Tensor:
 
 
 def kl_to_generator(
-    s: torch.Tensor, answer_loglik: torch.Tensor,
+    s: torch.Tensor,
+    answer_loglik: torch.Tensor,
     direction: Literal["generator_to_re", "re_to_generator"] = "generator_to_re",
 ) -> torch.Tensor:
     """L_re: KL between Q_G = softmax_j(F) with F detached (eq. 9) and P_RE (eq. 5), mean over i.
@@ -59,10 +61,15 @@ def has_answer_anchor(s: torch.Tensor, has_answer: torch.Tensor) -> torch.Tensor
 
 
 def rerag_loss(
-    log_p_true: torch.Tensor, log_p_false: torch.Tensor, answer_loglik: torch.Tensor,
-    alpha_re: float = 1.0, alpha_tok: float = 1.0,
+    log_p_true: torch.Tensor,
+    log_p_false: torch.Tensor,
+    answer_loglik: torch.Tensor,
+    alpha_re: float = 1.0,
+    alpha_tok: float = 1.0,
     kl_direction: Literal["generator_to_re", "re_to_generator"] = "generator_to_re",
-    alpha_anchor: float = 0.0, has_answer: torch.Tensor | None = None, normalized: bool = True,
+    alpha_anchor: float = 0.0,
+    has_answer: torch.Tensor | None = None,
+    normalized: bool = True,
 ) -> dict[str, torch.Tensor]:
     """L = L_gen + a1 L_re + a2 L_tok (eq. 12), plus alpha_anchor L_anchor when that weight is not
     zero (then `has_answer` [B, K] is needed); every term is returned for logging.

@@ -6,6 +6,7 @@ Recall@k is the share of questions with a relevant context in the top k (DPR's
 top-k accuracy), torchmetrics' RetrievalHitRate; "relevant" is `has_answer` (the answer string
 is in the passage) or `gold` (the passage holds the question's own answer span).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -34,5 +35,6 @@ def auroc(confidence, labels) -> float:
     y = np.asarray(labels).astype(np.int64)
     if y.min() == y.max():
         return float("nan")
-    return float(binary_auroc(torch.as_tensor(np.asarray(confidence, dtype=np.float64)), torch.as_tensor(y),
-                              validate_args=False))
+    return float(
+        binary_auroc(torch.as_tensor(np.asarray(confidence, dtype=np.float64)), torch.as_tensor(y), validate_args=False)
+    )

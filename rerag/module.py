@@ -1,6 +1,7 @@
 """RERAGModule: joint training of the relevance estimator and the generator (RE-RAG 2.3),
 and RE-reranked, RE-marginalized evaluation (2.2). It orchestrates; the models, losses,
 decoding and metrics it calls live in their own files."""
+
 from __future__ import annotations
 
 from typing import Literal
@@ -26,16 +27,26 @@ from rerag.models.lora import LoraSpec, add_adapters, add_lora
 ANSWER_SCORES = ("em", "f1", "em_retriever_order", "f1_retriever_order")
 
 
-def shared_base_models(estimator: ModelSpec, generator: ModelSpec | None, estimator_lora: LoraSpec | None,
-                       generator_lora: LoraSpec | None, freeze_generator: bool, tokenizer):
+def shared_base_models(
+    estimator: ModelSpec,
+    generator: ModelSpec | None,
+    estimator_lora: LoraSpec | None,
+    generator_lora: LoraSpec | None,
+    freeze_generator: bool,
+    tokenizer,
+):
     """One base model from `estimator` with adapters "re" and "generator" (or the bare base as a frozen
     generator): (RE model, generator model, RE adapter, generator adapter)."""
     if generator is not None and generator != estimator:
-        raise ValueError("shared_base: the generator is the estimator's base model; set model.generator "
-                         "to null (or to the estimator's spec)")
+        raise ValueError(
+            "shared_base: the generator is the estimator's base model; set model.generator "
+            "to null (or to the estimator's spec)"
+        )
     if estimator_lora is None or (generator_lora is None) != freeze_generator:
-        raise ValueError("shared_base needs estimator_lora, and generator_lora unless freeze_generator "
-                         "(the frozen generator is then the base itself)")
+        raise ValueError(
+            "shared_base needs estimator_lora, and generator_lora unless freeze_generator "
+            "(the frozen generator is then the base itself)"
+        )
     adapters = {"re": estimator_lora} | ({} if freeze_generator else {"generator": generator_lora})
     model = add_adapters(build_model(estimator, tokenizer), adapters)
     return model, model, "re", BASE_ADAPTER if freeze_generator else "generator"
@@ -101,7 +112,9 @@ class RERAGModule(L.LightningModule):
         if marginalize_with not in ("re", "retriever"):
             raise ValueError(f"marginalize_with must be 're' or 'retriever', got {marginalize_with!r}")
         if marginalize_with == "retriever" and freeze_generator:
-            raise ValueError("marginalize_with: retriever trains the generator alone; freeze_generator would train nothing")
+            raise ValueError(
+                "marginalize_with: retriever trains the generator alone; freeze_generator would train nothing"
+            )
         re_tok = load_tokenizer(re_tokenizer, estimator.trust_remote_code)
         gen_spec = estimator if shared_base else generator
         if gen_spec is None:
@@ -109,7 +122,8 @@ class RERAGModule(L.LightningModule):
         gen_tok = load_tokenizer(generator_tokenizer, gen_spec.trust_remote_code)
         if shared_base:
             re_model, gen_model, re_adapter, gen_adapter = shared_base_models(
-                estimator, generator, estimator_lora, generator_lora, freeze_generator, re_tok)
+                estimator, generator, estimator_lora, generator_lora, freeze_generator, re_tok
+            )
         else:  # with a LoraSpec only the adapters train (base weights frozen); None = full fine-tuning
             re_model = add_lora(build_model(estimator, re_tok), estimator_lora)
             gen_model = add_lora(build_model(generator, gen_tok), generator_lora)
@@ -121,23 +135,38 @@ class RERAGModule(L.LightningModule):
                 model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
                 if estimator_lora or generator_lora:
                     model.enable_input_require_grads()  # frozen embeddings: checkpointed blocks still get a grad input
-        self.estimator = RelevanceEstimator(re_model, re_tok, true_word, false_word, re_template, re_max_length,
-                                            re_adapter)
-        self.generator = Generator(gen_model, gen_tok, max_answer_length, generator_template, generator_max_length,
-                                   gen_adapter)
+        self.estimator = RelevanceEstimator(
+            re_model, re_tok, true_word, false_word, re_template, re_max_length, re_adapter
+        )
+        self.generator = Generator(
+            gen_model, gen_tok, max_answer_length, generator_template, generator_max_length, gen_adapter
+        )
         compile_stacks(self.estimator, compile)
         if gen_model is not re_model:  # a shared base is compiled once
             compile_stacks(self.generator, compile)
-        self.metrics = torch.nn.ModuleDict({
-            key: MetricCollection({
-                # means of the per-question scores that `_evaluate` puts in each result
-                **{name: MeanMetric() for name in ANSWER_SCORES},
-                **{f"{order}_{relevant}{n}": m for order in ("re", "retriever") for relevant in ("", "gold_")
-                   for n, m in recall_at_k(recall_ks).items()},
-            }, prefix=prefix, compute_groups=False)  # each metric gets its own inputs
-            for stage in ("val", "test")
-            for key, prefix in ((stage, f"{stage}/"), *((f"{stage}_top{d}", f"{stage}/top{d}/") for d in eval_depths))
-        })
+        self.metrics = torch.nn.ModuleDict(
+            {
+                key: MetricCollection(
+                    {
+                        # means of the per-question scores that `_evaluate` puts in each result
+                        **{name: MeanMetric() for name in ANSWER_SCORES},
+                        **{
+                            f"{order}_{relevant}{n}": m
+                            for order in ("re", "retriever")
+                            for relevant in ("", "gold_")
+                            for n, m in recall_at_k(recall_ks).items()
+                        },
+                    },
+                    prefix=prefix,
+                    compute_groups=False,
+                )  # each metric gets its own inputs
+                for stage in ("val", "test")
+                for key, prefix in (
+                    (stage, f"{stage}/"),
+                    *((f"{stage}_top{d}", f"{stage}/top{d}/") for d in eval_depths),
+                )
+            }
+        )
         self.results: dict[str, list[dict]] = {"val": [], "test": []}  # per question, this process's share
 
     # ---- training -------------------------------------------------------------------------
@@ -145,8 +174,9 @@ class RERAGModule(L.LightningModule):
         b, k = len(batch["questions"]), int(batch["n_contexts"][0])
         labels = batch["labels"].repeat_interleave(k, dim=0)
         with torch.set_grad_enabled(not self.hparams.freeze_generator):
-            answer_loglik = self.generator.answer_loglik(batch["gen"]["input_ids"], batch["gen"]["attention_mask"],
-                                                         labels).view(b, k)
+            answer_loglik = self.generator.answer_loglik(
+                batch["gen"]["input_ids"], batch["gen"]["attention_mask"], labels
+            ).view(b, k)
         if self.hparams.marginalize_with == "retriever":  # RAG without the RE: the RE is not even run
             scores = batch["retriever_scores"].view(b, k).to(answer_loglik.device)
             losses = {"loss_gen": marginal_nll(scores, answer_loglik)}
@@ -161,16 +191,28 @@ class RERAGModule(L.LightningModule):
         generator's F_ij [b, k] (computed in the step, or fixed, as `benchmarks/re_alone.py` does)."""
         b, k = answer_loglik.shape
         log_p_true, log_p_false = self.estimator.true_false_logprobs(
-            batch["re"]["input_ids"], batch["re"]["attention_mask"], backend=self.hparams.kernel_backend)
-        return rerag_loss(log_p_true.view(b, k), log_p_false.view(b, k), answer_loglik,
-                          self.hparams.alpha_re, self.hparams.alpha_tok, self.hparams.kl_direction,
-                          self.hparams.alpha_anchor, batch["has_answer"].view(b, k), self.hparams.normalize_re)
+            batch["re"]["input_ids"], batch["re"]["attention_mask"], backend=self.hparams.kernel_backend
+        )
+        return rerag_loss(
+            log_p_true.view(b, k),
+            log_p_false.view(b, k),
+            answer_loglik,
+            self.hparams.alpha_re,
+            self.hparams.alpha_tok,
+            self.hparams.kl_direction,
+            self.hparams.alpha_anchor,
+            batch["has_answer"].view(b, k),
+            self.hparams.normalize_re,
+        )
 
     def estimator_parameters(self) -> list[torch.nn.Parameter]:
         """The trainable parameters of the RE: its own model's, or its adapter's on a shared base."""
         adapter = self.estimator.adapter
-        return [p for name, p in self.estimator.model.named_parameters()
-                if p.requires_grad and (adapter is None or f".{adapter}." in name)]
+        return [
+            p
+            for name, p in self.estimator.model.named_parameters()
+            if p.requires_grad and (adapter is None or f".{adapter}." in name)
+        ]
 
     def configure_optimizers(self):
         # The paper's setup: AdamW, constant learning rate, weight decay 1e-3; `estimator_lr` (None:
@@ -178,24 +220,31 @@ class RERAGModule(L.LightningModule):
         trainable = [p for p in self.parameters() if p.requires_grad]
         if self.hparams.estimator_lr is not None:  # else one group, as checkpoints from before the option hold
             re_params = {id(p) for p in self.estimator_parameters()}
-            trainable = [g for g in ({"params": [p for p in trainable if id(p) in re_params],
-                                      "lr": self.hparams.estimator_lr},
-                                     {"params": [p for p in trainable if id(p) not in re_params]}) if g["params"]]
+            trainable = [
+                g
+                for g in (
+                    {"params": [p for p in trainable if id(p) in re_params], "lr": self.hparams.estimator_lr},
+                    {"params": [p for p in trainable if id(p) not in re_params]},
+                )
+                if g["params"]
+            ]
         return torch.optim.AdamW(trainable, lr=self.hparams.lr, weight_decay=self.hparams.weight_decay)
 
     # ---- evaluation -----------------------------------------------------------------------
     def relevance_scores(self, re_inputs: dict) -> torch.Tensor:
         """The RE's log-odds s for every flattened (question, context) row, in length-sorted chunks."""
-        return self.estimator.score_rows(re_inputs["input_ids"], re_inputs["attention_mask"],
-                                         self.hparams.score_batch_size)
+        return self.estimator.score_rows(
+            re_inputs["input_ids"], re_inputs["attention_mask"], self.hparams.score_batch_size
+        )
 
     def answer(self, batch: dict, kept: list[torch.Tensor], weights: torch.Tensor) -> list[tuple[str, float]]:
         """Generate from each kept context and marginalize with softmax(weights) (eq. 6)."""
         rows = torch.cat(kept)
         gen = batch["gen"]
         width = int(gen["attention_mask"][rows].sum(dim=1).max())
-        answers, loglik = self.generator.generate(gen["input_ids"][rows, :width], gen["attention_mask"][rows, :width],
-                                                  num_beams=self.hparams.num_beams)
+        answers, loglik = self.generator.generate(
+            gen["input_ids"][rows, :width], gen["attention_mask"][rows, :width], num_beams=self.hparams.num_beams
+        )
         out, start = [], 0
         for idx in kept:
             end = start + len(idx)
@@ -203,8 +252,9 @@ class RERAGModule(L.LightningModule):
             start = end
         return out
 
-    def read(self, batch: dict, top_k: int, retriever_baseline: bool = False,
-             s: torch.Tensor | None = None) -> tuple[torch.Tensor, list[dict]]:
+    def read(
+        self, batch: dict, top_k: int, retriever_baseline: bool = False, s: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, list[dict]]:
         """The one pass over a batch: the RE's log-odds s of every flattened context (unless given),
         and one result per question, keyed by the record's id, with `index` (its dataset-wide
         position): the RE's top-k contexts, the eq. 6 answer over them, confidence = max_j RE_ij;
@@ -213,15 +263,25 @@ class RERAGModule(L.LightningModule):
         s = self.relevance_scores(batch["re"]) if s is None else s
         kept = top_k_per_question(s, counts, top_k)
         flat = [c for cs in batch["contexts"] for c in cs]
-        results = [{"id": qid, "index": int(index), "question": question, "answer": answer, "answer_logprob": logp,
-                    "confidence": torch.sigmoid(s[idx].max()).item(),
-                    "contexts": [{"id": flat[j]["id"], "re_score": s[j].item()} for j in idx.tolist()]}
-                   for qid, index, question, idx, (answer, logp)
-                   in zip(batch["ids"], batch["index"].tolist(), batch["questions"], kept, self.answer(batch, kept, s))]
+        results = [
+            {
+                "id": qid,
+                "index": int(index),
+                "question": question,
+                "answer": answer,
+                "answer_logprob": logp,
+                "confidence": torch.sigmoid(s[idx].max()).item(),
+                "contexts": [{"id": flat[j]["id"], "re_score": s[j].item()} for j in idx.tolist()],
+            }
+            for qid, index, question, idx, (answer, logp) in zip(
+                batch["ids"], batch["index"].tolist(), batch["questions"], kept, self.answer(batch, kept, s)
+            )
+        ]
         if retriever_baseline:
             starts = (torch.cumsum(counts, 0) - counts).tolist()
-            by_retriever = [torch.arange(start, start + min(n, top_k), device=s.device)
-                            for start, n in zip(starts, counts.tolist())]
+            by_retriever = [
+                torch.arange(start, start + min(n, top_k), device=s.device) for start, n in zip(starts, counts.tolist())
+            ]
             for result, (answer, _) in zip(results, self.answer(batch, by_retriever, batch["retriever_scores"])):
                 result["answer_retriever_order"] = answer
         return s, results
@@ -258,11 +318,16 @@ class RERAGModule(L.LightningModule):
         position = -torch.cat([torch.arange(int(n), device=s.device) for n in counts]).float()
         relevance = {name: batch[name].to(s.device) for name in ("has_answer", "gold") if name in batch}
         for result, answers, rows in zip(results, batch["answers"], torch.split(torch.arange(len(s)), counts.tolist())):
-            result |= {"em": exact_match(result["answer"], answers), "f1": token_f1(result["answer"], answers),
-                       "em_retriever_order": exact_match(result["answer_retriever_order"], answers),
-                       "f1_retriever_order": token_f1(result["answer_retriever_order"], answers),
-                       "first_hit": {order: {name: first_hit_rank(scores[rows], rel[rows]) for name, rel in relevance.items()}
-                                     for order, scores in (("re", s), ("retriever", position))}}
+            result |= {
+                "em": exact_match(result["answer"], answers),
+                "f1": token_f1(result["answer"], answers),
+                "em_retriever_order": exact_match(result["answer_retriever_order"], answers),
+                "f1_retriever_order": token_f1(result["answer_retriever_order"], answers),
+                "first_hit": {
+                    order: {name: first_hit_rank(scores[rows], rel[rows]) for name, rel in relevance.items()}
+                    for order, scores in (("re", s), ("retriever", position))
+                },
+            }
         # torchmetrics' retrieval metrics group rows by an integer: the question's dataset-wide index.
         indexes = torch.repeat_interleave(batch["index"].to(s.device), counts)
         metrics = self.metrics[metrics_key]

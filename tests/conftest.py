@@ -1,4 +1,5 @@
 """Shared pytest setup. Runs offline; every model is built from a tiny config in a fixture."""
+
 import os
 
 # Triton reads TRITON_INTERPRET when a @triton.jit decorator runs, so set it before `kernels`

@@ -8,6 +8,7 @@ never import each other; the method (`module`, `losses`, `decoding`, `metrics`, 
 subcommands for the papers' tables). Nothing imports the demo except the package
 `__init__` (to register the shipped reader's model type) and the CLI.
 """
+
 import ast
 from pathlib import Path
 
@@ -27,10 +28,17 @@ ALLOWED = {
     "rerag.method": {"kernels", "erag", "rerag.inputs", "rerag.data", "rerag.models"},
     "rerag.infer": {"kernels", "erag", "rerag.inputs", "rerag.data", "rerag.models", "rerag.method"},
     "rerag.demo": {"erag", "eor", "rerag.inputs", "rerag.data", "rerag.models", "rerag.method"},
-    "rerag.integrations": {"erag", "eor", "rerag.inputs", "rerag.data", "rerag.models", "rerag.method",
-                           "rerag.infer"},
-    "rerag.cli": {"erag", "eor", "rerag.data", "rerag.models", "rerag.method", "rerag.infer", "rerag.demo",
-                  "rerag.integrations"},
+    "rerag.integrations": {"erag", "eor", "rerag.inputs", "rerag.data", "rerag.models", "rerag.method", "rerag.infer"},
+    "rerag.cli": {
+        "erag",
+        "eor",
+        "rerag.data",
+        "rerag.models",
+        "rerag.method",
+        "rerag.infer",
+        "rerag.demo",
+        "rerag.integrations",
+    },
     "rerag.package": {"rerag.data", "rerag.models", "rerag.method", "rerag.demo"},
 }
 METHOD = {"module", "losses", "decoding", "metrics", "callbacks"}
@@ -104,8 +112,21 @@ def test_no_circle_between_units():
         visit(u, [])
 
 
-@pytest.mark.parametrize("name", ["normalize_answer", "exact_match", "token_f1", "has_answer", "Reader", "Reranker",
-                                  "resolve", "load_tokenizer", "passage_text", "fill"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "normalize_answer",
+        "exact_match",
+        "token_f1",
+        "has_answer",
+        "Reader",
+        "Reranker",
+        "resolve",
+        "load_tokenizer",
+        "passage_text",
+        "fill",
+    ],
+)
 def test_each_shared_idea_is_defined_once(name):
     places = []
     for module, path in project_modules():

@@ -1,4 +1,5 @@
 """Base retrievers, one per knowledge source (section 2.1)."""
+
 from eor.retrievers.base import BaseRetriever, Generate, Retriever
 from eor.retrievers.bm25 import BM25Retriever
 from eor.retrievers.dense import DenseRetriever

@@ -1,4 +1,5 @@
 """The retriever interface: questions in, ranked passages (with scores) out."""
+
 from __future__ import annotations
 
 import re

@@ -1,4 +1,5 @@
 """Sparse retrieval with BM25 (bm25s) over a passage corpus."""
+
 from __future__ import annotations
 
 import os
@@ -44,4 +45,3 @@ class BM25Retriever(BaseRetriever):
             [replace(self.corpus[i], score=s) for i, s in zip(row_ids.tolist(), row_scores.tolist())]
             for row_ids, row_scores in zip(ids, scores)
         ]
-

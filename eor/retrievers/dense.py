@@ -1,4 +1,5 @@
 """Dense retrieval: an encoder embeds the corpus into a faiss inner-product index."""
+
 from __future__ import annotations
 
 import math

@@ -1,4 +1,5 @@
 """Retrieval-free generation: a retriever that returns no passages (section 2.1, "ReFree")."""
+
 from __future__ import annotations
 
 from typing import Sequence

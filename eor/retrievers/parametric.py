@@ -1,4 +1,5 @@
 """Parametric knowledge (PK): the LLM writes a background document, as in GenRead (Yu et al., 2023)."""
+
 from __future__ import annotations
 
 from typing import Sequence

@@ -1,4 +1,5 @@
 """A web search engine behind an HTTP JSON API (the paper's SE used Google via serper.dev)."""
+
 from __future__ import annotations
 
 import json
@@ -57,7 +58,9 @@ class WebSearchRetriever(BaseRetriever):
         query = {self.query_param: question, **self.params}
         if self.method == "GET":
             separator = "&" if "?" in self.endpoint else "?"
-            request = urllib.request.Request(self.endpoint + separator + urllib.parse.urlencode(query), headers=self.headers)
+            request = urllib.request.Request(
+                self.endpoint + separator + urllib.parse.urlencode(query), headers=self.headers
+            )
         else:
             headers = {"Content-Type": "application/json", **self.headers}
             request = urllib.request.Request(self.endpoint, json.dumps(query).encode(), headers, method="POST")
@@ -75,5 +78,7 @@ class WebSearchRetriever(BaseRetriever):
             if not isinstance(result, dict) or not isinstance(result.get(self.text_field), str):
                 raise ValueError(f"{self.endpoint}: result {rank} has no string field {self.text_field!r}")
             passage_id = str(result.get(self.id_field, f"{self.name}:{rank}"))
-            passages.append(Passage(passage_id, str(result.get(self.title_field, "")), result[self.text_field], 1.0 / rank))
+            passages.append(
+                Passage(passage_id, str(result.get(self.title_field, "")), result[self.text_field], 1.0 / rank)
+            )
         return passages

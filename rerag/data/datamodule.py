@@ -6,6 +6,7 @@ RE and for the generator (right-padded prompts, in the chat template when a toke
 batches hold up to `n_eval_contexts` contexts per question, flattened, with their counts.
 `rerag.demo.DemoDataModule` is this with the synthetic world written by `prepare_data`.
 """
+
 from __future__ import annotations
 
 import random
@@ -21,7 +22,9 @@ from rerag.data.dataset import load_fid_dataset
 from rerag.inputs import DEFAULT_TEMPLATE, format_pairs
 
 
-def sample_deep_contexts(ctxs: list[dict], n_top: int, n_deep: int, depth: int | None, rng: random.Random) -> list[dict]:
+def sample_deep_contexts(
+    ctxs: list[dict], n_top: int, n_deep: int, depth: int | None, rng: random.Random
+) -> list[dict]:
     """The top `n_top` contexts, always, then `n_deep` drawn without replacement from ranks
     n_top..depth (None: every rank the record holds), in rank order. Training on a few deep
     contexts shows the RE what evaluation over the top 100 shows it; no label picks them (the RE
@@ -40,8 +43,10 @@ def first_contexts(batch: dict, depth: int) -> tuple[dict, torch.Tensor]:
     rows = torch.cat([torch.arange(start, start + min(int(n), depth)) for start, n in zip(starts, counts.tolist())])
     per_row = {name: batch[name][rows] for name in ("retriever_scores", "has_answer", "gold") if name in batch}
     encoded = {name: {key: value[rows] for key, value in batch[name].items()} for name in ("re", "gen")}
-    return batch | per_row | encoded | {"contexts": [cs[:depth] for cs in batch["contexts"]],
-                                        "n_contexts": counts.clamp(max=depth)}, rows
+    return batch | per_row | encoded | {
+        "contexts": [cs[:depth] for cs in batch["contexts"]],
+        "n_contexts": counts.clamp(max=depth),
+    }, rows
 
 
 class _Questions(Dataset):
@@ -124,17 +129,19 @@ class RERAGDataModule(L.LightningDataModule):
                 if (stage, split) == ("fit", "val"):
                     continue  # fitting without validation
                 raise ValueError(f"stage '{stage}' needs data.{split}_file")
-            records = load_fid_dataset(path, require_answers=split != "predict",
-                                       skip_invalid=self.hparams.skip_invalid)
+            records = load_fid_dataset(path, require_answers=split != "predict", skip_invalid=self.hparams.skip_invalid)
             if split == "train":
                 hp = self.hparams
                 k = hp.n_train_contexts + hp.n_deep_contexts
                 for r in records.select_columns(["id", "ctxs"]):
                     if len(r["ctxs"]) < k:
-                        raise ValueError(f"{path}: record id {r['id']}: field 'ctxs': has {len(r['ctxs'])} "
-                                         f"contexts, training needs n_train_contexts + n_deep_contexts = {k}")
-                self._splits[split] = _Questions(records, hp.seed, hp.n_train_contexts, hp.n_deep_contexts,
-                                                 hp.deep_context_depth)
+                        raise ValueError(
+                            f"{path}: record id {r['id']}: field 'ctxs': has {len(r['ctxs'])} "
+                            f"contexts, training needs n_train_contexts + n_deep_contexts = {k}"
+                        )
+                self._splits[split] = _Questions(
+                    records, hp.seed, hp.n_train_contexts, hp.n_deep_contexts, hp.deep_context_depth
+                )
             else:
                 self._splits[split] = _Questions(records, self.hparams.seed)
 
@@ -158,8 +165,9 @@ class RERAGDataModule(L.LightningDataModule):
             "contexts": ctxs,
             "n_contexts": torch.tensor([len(cs) for cs in ctxs]),
             "re": encode_prompts(self.re_tok, format_pairs(hp.re_template, questions, flat), hp.re_max_length),
-            "gen": encode_prompts(self.gen_tok, format_pairs(hp.generator_template, questions, flat),
-                                  hp.generator_max_length),
+            "gen": encode_prompts(
+                self.gen_tok, format_pairs(hp.generator_template, questions, flat), hp.generator_max_length
+            ),
             "labels": encode_answers(self.gen_tok, [r["target"] for r in records], hp.max_answer_length),
             "retriever_scores": torch.tensor([c["score"] for c in flat], dtype=torch.float32),
             "has_answer": torch.tensor([c["has_answer"] for c in flat], dtype=torch.bool),

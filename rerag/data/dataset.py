@@ -4,6 +4,7 @@ The Arrow cache is keyed on the file's path, size and modification time and on
 `fid_format.VALIDATION_VERSION`, so an edited file, or any file after the validation rules
 changed, is validated again and an unchanged one loads from the cache.
 """
+
 from __future__ import annotations
 
 from pathlib import Path

@@ -10,6 +10,7 @@ Every problem is reported as `FiDFormatError` naming the file, the place (`line 
 where the bad byte or broken JSON is) and the field. See `read_fid` for ids, duplicates, empty
 files and what `skip_invalid` skips.
 """
+
 from __future__ import annotations
 
 import json
@@ -31,10 +32,12 @@ class FiDFormatError(ValueError):
     """A FiD-format file is malformed; the message names the file, the line (JSONL) or the
     record and its line (JSON list), and the field."""
 
-    def __init__(self, path: str | Path, line: int | None, field: str | None, problem: str,
-                 record: int | None = None):
-        where = f"{path}" + (f", record {record}" if record is not None else "") + (
-            f", line {line}" if line is not None else "")
+    def __init__(self, path: str | Path, line: int | None, field: str | None, problem: str, record: int | None = None):
+        where = (
+            f"{path}"
+            + (f", record {record}" if record is not None else "")
+            + (f", line {line}" if line is not None else "")
+        )
         what = f"field '{field}': " if field else ""
         super().__init__(f"{where}: {what}{problem}")
         self.path, self.line, self.record, self.field = str(path), line, record, field
@@ -163,19 +166,34 @@ def validate_record(raw: Any, path: str | Path, where: Place | int, require_answ
     for key in ("question", "ctxs") + (("answers",) if require_answers else ()):
         _require(key in raw, path, where, key, "missing")
     qid = raw.get("id", str(where.number))
-    _require(isinstance(qid, (str, int)), path, where, "id",
-             "must be a string or an integer")
+    _require(isinstance(qid, (str, int)), path, where, "id", "must be a string or an integer")
     question = raw["question"]
-    _require(isinstance(question, str) and question.strip() != "", path, where, "question",
-             "must be a non-empty string")
+    _require(
+        isinstance(question, str) and question.strip() != "", path, where, "question", "must be a non-empty string"
+    )
     answers = raw.get("answers", [])
-    _require(isinstance(answers, list) and all(isinstance(a, str) for a in answers), path, where,
-             "answers", "must be a list of strings")
+    _require(
+        isinstance(answers, list) and all(isinstance(a, str) for a in answers),
+        path,
+        where,
+        "answers",
+        "must be a list of strings",
+    )
     unanswerable = raw.get("unanswerable", False)
-    _require(isinstance(unanswerable, bool) and not (unanswerable and answers), path, where, "unanswerable",
-             "must be true (with answers: []) or false")
-    _require(not require_answers or len(answers) > 0 or unanswerable, path, where, "answers",
-             'is empty (a question known to have no answer says "unanswerable": true)')
+    _require(
+        isinstance(unanswerable, bool) and not (unanswerable and answers),
+        path,
+        where,
+        "unanswerable",
+        "must be true (with answers: []) or false",
+    )
+    _require(
+        not require_answers or len(answers) > 0 or unanswerable,
+        path,
+        where,
+        "answers",
+        'is empty (a question known to have no answer says "unanswerable": true)',
+    )
     ctxs = raw["ctxs"]
     _require(isinstance(ctxs, list), path, where, "ctxs", "must be a list")
     _require(len(ctxs) > 0, path, where, "ctxs", "is empty")
@@ -192,8 +210,9 @@ def validate_record(raw: Any, path: str | Path, where: Place | int, require_answ
         try:
             score = float(score)  # FiD-KD writes scores as strings
         except (TypeError, ValueError):
-            raise FiDFormatError(path, where.line, f"{f}.score", f"not a number: {score!r}",
-                                 record=where.record) from None
+            raise FiDFormatError(
+                path, where.line, f"{f}.score", f"not a number: {score!r}", record=where.record
+            ) from None
         _require(math.isfinite(score), path, where, f"{f}.score", f"must be a finite number, not {score!r}")
         hit = ctx.get("has_answer")
         _require(hit is None or isinstance(hit, bool), path, where, f"{f}.has_answer", "must be a boolean")
@@ -233,13 +252,24 @@ def read_fid(path: str | Path, require_answers: bool = True, skip_invalid: bool 
             continue
         if record["id"] in seen:
             given = "" if "id" in raw else " (the record has no id; it defaults to its position)"
-            raise FiDFormatError(path, where.line, "id", f"duplicate id {record['id']!r}{given}; "
-                                 f"{seen[record['id']]} already has it", record=where.record)
+            raise FiDFormatError(
+                path,
+                where.line,
+                "id",
+                f"duplicate id {record['id']!r}{given}; {seen[record['id']]} already has it",
+                record=where.record,
+            )
         seen[record["id"]] = where
         kept += 1
         yield record
     if skipped:
         log.warning("%s: skipped %d invalid record(s)", path, skipped)
     if not kept:
-        raise FiDFormatError(path, None, None, f"no valid record (all {skipped} skipped)" if skipped
-                             else "no records (an empty file or an empty JSON list)")
+        raise FiDFormatError(
+            path,
+            None,
+            None,
+            f"no valid record (all {skipped} skipped)"
+            if skipped
+            else "no records (an empty file or an empty JSON list)",
+        )

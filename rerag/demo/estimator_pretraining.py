@@ -17,6 +17,7 @@ replaced by another namesake's, so that a namesake scores low even where nothing
 `rerag pretrain-estimator` runs it and writes an RE folder; the one shipped as `rerag/assets/relevance_estimator` is what
 configs/demo.yaml starts from.
 """
+
 from __future__ import annotations
 
 import json
@@ -42,10 +43,19 @@ class EstimatorPretrainConfig:
 
     out_dir: str = "outputs/relevance_estimator"
     tokenizer: str = "rerag:assets/demo_tokenizer"
-    model: dict = field(default_factory=lambda: {
-        "model_type": "t5", "d_model": 64, "d_ff": 128, "d_kv": 16, "num_heads": 4, "num_layers": 2,
-        "num_decoder_layers": 1, "dropout_rate": 0.0})
-    init: str | None = None        # a model folder to start from instead of random init, e.g. rerag:assets/reader
+    model: dict = field(
+        default_factory=lambda: {
+            "model_type": "t5",
+            "d_model": 64,
+            "d_ff": 128,
+            "d_kv": 16,
+            "num_heads": 4,
+            "num_layers": 2,
+            "num_decoder_layers": 1,
+            "dropout_rate": 0.0,
+        }
+    )
+    init: str | None = None  # a model folder to start from instead of random init, e.g. rerag:assets/reader
     template: str = DEFAULT_TEMPLATE
     max_length: int = 192
     true_word: str = "true"
@@ -53,13 +63,13 @@ class EstimatorPretrainConfig:
     alpha_re: float = 1.0
     alpha_tok: float = 1.0
     kl_direction: str = "generator_to_re"
-    alpha_anchor: float = 0.0      # weight of BCE(sigmoid(s), states the asked fact) (`rerag.losses.has_answer_anchor`)
-    answerless: float = 0.0        # share of groups whose answer's passage is swapped for another namesake's
+    alpha_anchor: float = 0.0  # weight of BCE(sigmoid(s), states the asked fact) (`rerag.losses.has_answer_anchor`)
+    answerless: float = 0.0  # share of groups whose answer's passage is swapped for another namesake's
     steps: int = 8000
-    batch_size: int = 16           # questions (groups) per step
+    batch_size: int = 16  # questions (groups) per step
     groups: tuple[int, int, int] = (2, 2, 3)  # namesake, same-entity and random passages per question
-    piece_names: float = 0.7       # share of entity names respelled from the tokenizer's word pieces
-    lr: float = 5e-4               # AdamW, constant (at the demo's 2e-3 namesakes stay at chance)
+    piece_names: float = 0.7  # share of entity names respelled from the tokenizer's word pieces
+    lr: float = 5e-4  # AdamW, constant (at the demo's 2e-3 namesakes stay at chance)
     weight_decay: float = 1e-3
     eval_every: int = 1000
     n_eval: int = 200
@@ -76,7 +86,11 @@ def respell_entities(entities: list[str], tokenizer, share: float, rng: random.R
     namesakes remain. The corpus's syllables cover about 60% of the demo world's name tokens;
     pieces let the RE learn to compare every name token (an embedding never trained cannot be matched)."""
     vocab = sorted(tokenizer.get_vocab())
-    heads = [t[1:] for t in vocab if t.startswith("Ġ") and t[1:].isascii() and t[1:].isalpha() and t[1].isupper() and len(t) <= 5]
+    heads = [
+        t[1:]
+        for t in vocab
+        if t.startswith("Ġ") and t[1:].isascii() and t[1:].isalpha() and t[1].isupper() and len(t) <= 5
+    ]
     tails = [t for t in vocab if t.isascii() and t.isalpha() and t.islower() and len(t) <= 3]
 
     def name(parts: int) -> str:
@@ -114,8 +128,9 @@ class GroupSampler:
         n_entity = self.n_entity + (self.answerless > 0 and rng.random() < self.answerless)
         passages = [] if n_entity > self.n_entity else [positive]
         passages += [c.sample(rng, rng.choice(others), rel) for _ in range(n_entity)]
-        passages += [c.sample(rng, entity, rng.choice([r for r in c.relations if r != rel]))
-                     for _ in range(self.n_relation)]
+        passages += [
+            c.sample(rng, entity, rng.choice([r for r in c.relations if r != rel])) for _ in range(self.n_relation)
+        ]
         passages += [c.sample(rng) for _ in range(self.n_random)]
         return positive["question"], passages
 
@@ -157,8 +172,9 @@ def pretrain_estimator(cfg: EstimatorPretrainConfig, log=print):
     torch.manual_seed(cfg.seed)
     tokenizer = load_tokenizer(cfg.tokenizer)
     spec = ModelSpec(name_or_path=cfg.init) if cfg.init else ModelSpec(config=dict(cfg.model))
-    estimator = RelevanceEstimator(build_model(spec, tokenizer), tokenizer, cfg.true_word, cfg.false_word,
-                                   cfg.template, cfg.max_length)
+    estimator = RelevanceEstimator(
+        build_model(spec, tokenizer), tokenizer, cfg.true_word, cfg.false_word, cfg.template, cfg.max_length
+    )
     estimator.train()
     corpus = ReadingCorpus(CorpusConfig(), vocab_pieces(tokenizer))
     if cfg.piece_names:
@@ -168,7 +184,13 @@ def pretrain_estimator(cfg: EstimatorPretrainConfig, log=print):
     mixed = [GroupSampler(corpus, *cfg.groups, answerless=0.5)(random.Random(f"mixed:{i}")) for i in range(cfg.n_eval)]
     optimizer = torch.optim.AdamW(estimator.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     rng, start, losses = random.Random(cfg.seed), time.time(), []
-    rows = [{"step": 0, "heldout_accuracy": accuracy(estimator, heldout), "heldout_auroc": round(answer_auroc(estimator, mixed), 3)}]
+    rows = [
+        {
+            "step": 0,
+            "heldout_accuracy": accuracy(estimator, heldout),
+            "heldout_auroc": round(answer_auroc(estimator, mixed), 3),
+        }
+    ]
     log(json.dumps(rows[-1]))
     for step in range(1, cfg.steps + 1):
         groups = [sampler(rng) for _ in range(cfg.batch_size)]
@@ -177,23 +199,40 @@ def pretrain_estimator(cfg: EstimatorPretrainConfig, log=print):
         log_p_true, log_p_false = estimator.true_false_logprobs(enc["input_ids"], enc["attention_mask"])
         labels = torch.stack([states_the_fact(q, ps) for q, ps in groups])
         teacher = torch.where(labels.bool(), 0.0, MISS)
-        loss = rerag_loss(log_p_true.view(-1, k), log_p_false.view(-1, k), teacher, cfg.alpha_re,
-                          cfg.alpha_tok, cfg.kl_direction, cfg.alpha_anchor, labels)["loss"]
+        loss = rerag_loss(
+            log_p_true.view(-1, k),
+            log_p_false.view(-1, k),
+            teacher,
+            cfg.alpha_re,
+            cfg.alpha_tok,
+            cfg.kl_direction,
+            cfg.alpha_anchor,
+            labels,
+        )["loss"]
         optimizer.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(estimator.parameters(), 1.0)
         optimizer.step()
         losses.append(loss.item())
         if step % cfg.eval_every == 0 or step == cfg.steps:
-            rows.append({"step": step, "minutes": round((time.time() - start) / 60, 2),
-                         "loss": round(sum(losses) / len(losses), 4), "heldout_accuracy": accuracy(estimator, heldout),
-                         "heldout_auroc": round(answer_auroc(estimator, mixed), 3)})
+            rows.append(
+                {
+                    "step": step,
+                    "minutes": round((time.time() - start) / 60, 2),
+                    "loss": round(sum(losses) / len(losses), 4),
+                    "heldout_accuracy": accuracy(estimator, heldout),
+                    "heldout_auroc": round(answer_auroc(estimator, mixed), 3),
+                }
+            )
             log(json.dumps(rows[-1]))
             losses = []
     kinds = {"namesakes": (2, 0, 0), "same_entity": (0, 2, 0), "random": (0, 0, 2)}
-    final = {f"accuracy_vs_{kind}": accuracy(estimator, [GroupSampler(corpus, *sizes)(random.Random(f"h:{i}"))
-                                                          for i in range(cfg.n_eval)])
-             for kind, sizes in kinds.items()}  # chance 0.33 each
+    final = {
+        f"accuracy_vs_{kind}": accuracy(
+            estimator, [GroupSampler(corpus, *sizes)(random.Random(f"h:{i}")) for i in range(cfg.n_eval)]
+        )
+        for kind, sizes in kinds.items()
+    }  # chance 0.33 each
     rows.append(final)
     log(json.dumps(final))
     estimator.eval()

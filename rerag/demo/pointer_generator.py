@@ -21,6 +21,7 @@ Registered with the Auto classes as model type `pointer_t5`: `AutoConfig.for_mod
 imported. `generate` hands the input ids to every decoding step as `source_ids` (the steps after
 the first see only the cached encoder states), so callers use it like any seq2seq model's.
 """
+
 from __future__ import annotations
 
 import torch
@@ -59,12 +60,24 @@ class PointerT5ForConditionalGeneration(T5ForConditionalGeneration):
         kwargs.setdefault("source_ids", input_ids if input_ids is not None else kwargs.get("inputs"))
         return super().generate(input_ids=input_ids, **kwargs)
 
-    def forward(self, input_ids=None, attention_mask=None, decoder_input_ids=None, encoder_outputs=None,
-                past_key_values=None, labels=None, use_cache=None, source_ids=None, **kwargs) -> Seq2SeqLMOutput:
+    def forward(
+        self,
+        input_ids=None,
+        attention_mask=None,
+        decoder_input_ids=None,
+        encoder_outputs=None,
+        past_key_values=None,
+        labels=None,
+        use_cache=None,
+        source_ids=None,
+        **kwargs,
+    ) -> Seq2SeqLMOutput:
         source_ids = input_ids if input_ids is not None else source_ids
         if source_ids is None:
-            raise ValueError("PointerT5ForConditionalGeneration needs the input ids: pass `input_ids` "
-                             "(or, with `encoder_outputs`, `source_ids`)")
+            raise ValueError(
+                "PointerT5ForConditionalGeneration needs the input ids: pass `input_ids` "
+                "(or, with `encoder_outputs`, `source_ids`)"
+            )
         if encoder_outputs is None:
             encoder_outputs = self.encoder(input_ids=input_ids, attention_mask=attention_mask)
         elif not isinstance(encoder_outputs, BaseModelOutput):
@@ -72,9 +85,13 @@ class PointerT5ForConditionalGeneration(T5ForConditionalGeneration):
         encoded = encoder_outputs.last_hidden_state
         if labels is not None and decoder_input_ids is None:
             decoder_input_ids = self._shift_right(labels)
-        decoder_outputs = self.decoder(input_ids=decoder_input_ids, encoder_hidden_states=encoded,
-                                       encoder_attention_mask=attention_mask, past_key_values=past_key_values,
-                                       use_cache=use_cache)
+        decoder_outputs = self.decoder(
+            input_ids=decoder_input_ids,
+            encoder_hidden_states=encoded,
+            encoder_attention_mask=attention_mask,
+            past_key_values=past_key_values,
+            use_cache=use_cache,
+        )
         decoded = decoder_outputs.last_hidden_state
         vocab_logits = self.lm_head(decoded * self.model_dim**-0.5 if self.config.scale_decoder_outputs else decoded)
 
@@ -103,8 +120,12 @@ class PointerT5ForConditionalGeneration(T5ForConditionalGeneration):
             in_source = (labels != -100) & (copy_at_label > 0)
             if in_source.any():
                 loss = loss - self.config.copy_loss_weight * copy_at_label[in_source].clamp_min(1e-30).log().mean()
-        return Seq2SeqLMOutput(loss=loss, logits=log_probs, past_key_values=decoder_outputs.past_key_values,
-                               encoder_last_hidden_state=encoded)
+        return Seq2SeqLMOutput(
+            loss=loss,
+            logits=log_probs,
+            past_key_values=decoder_outputs.past_key_values,
+            encoder_last_hidden_state=encoded,
+        )
 
 
 AutoConfig.register("pointer_t5", PointerT5Config)

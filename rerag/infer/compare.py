@@ -11,6 +11,7 @@ resampled with replacement, `scipy.stats.bootstrap`), and each difference betwee
 system and another with a paired interval: the per-question differences are resampled, so both
 systems are scored on the same draw of questions.
 """
+
 from __future__ import annotations
 
 import json
@@ -64,57 +65,95 @@ def interval(values: np.ndarray, resamples: int, seed: int) -> list[float]:
     """The 95% percentile bootstrap interval of the mean of `values`."""
     if np.all(values == values[0]):  # no spread: every resample has the same mean
         return [float(values[0])] * 2
-    ci = bootstrap((values,), np.mean, n_resamples=resamples, method="percentile", vectorized=True,
-                   random_state=np.random.default_rng(seed)).confidence_interval
+    ci = bootstrap(
+        (values,),
+        np.mean,
+        n_resamples=resamples,
+        method="percentile",
+        vectorized=True,
+        random_state=np.random.default_rng(seed),
+    ).confidence_interval
     return [float(ci.low), float(ci.high)]
 
 
-def compare(runs: dict[str, str | Path], retriever: str | None = None, against: str | None = None,
-            ks: list[int] = [1, 5], resamples: int = 2000, seed: int = 0) -> dict[str, Any]:
+def compare(
+    runs: dict[str, str | Path],
+    retriever: str | None = None,
+    against: str | None = None,
+    ks: list[int] = [1, 5],
+    resamples: int = 2000,
+    seed: int = 0,
+) -> dict[str, Any]:
     """Figures of every system with intervals, and `against` minus each other system with paired
     intervals (default `against`: the last run). Runs must hold the same questions."""
-    loaded = {name: load_results(path, RETRIEVER_FIELDS if name == retriever else FIELDS)
-              for name, path in runs.items()}
+    loaded = {
+        name: load_results(path, RETRIEVER_FIELDS if name == retriever else FIELDS) for name, path in runs.items()
+    }
     ids = sorted(next(iter(loaded.values())))
     for name, rows in loaded.items():
         if sorted(rows) != ids:
-            raise ValueError(f"run {name!r} ({runs[name]}): holds other questions than run {next(iter(runs))!r}; "
-                             "compare runs tested on the same split and limits")
+            raise ValueError(
+                f"run {name!r} ({runs[name]}): holds other questions than run {next(iter(runs))!r}; "
+                "compare runs tested on the same split and limits"
+            )
     systems = {name: figures([rows[i] for i in ids], "re", "answer", ks) for name, rows in loaded.items()}
     if retriever is not None:
         if retriever not in loaded:
             raise ValueError(f"retriever={retriever!r} names no run (runs: {sorted(loaded)})")
         systems[RETRIEVER] = figures([loaded[retriever][i] for i in ids], "retriever", "answer_retriever_order", ks)
     against = against or list(runs)[-1]
-    report: dict[str, Any] = {"questions": len(ids), "runs": {k: str(v) for k, v in runs.items()},
-                              "retriever_answers_from": retriever, "against": against,
-                              "bootstrap": {"resamples": resamples, "seed": seed, "interval": 0.95},
-                              "systems": {}, "differences": {}}
+    report: dict[str, Any] = {
+        "questions": len(ids),
+        "runs": {k: str(v) for k, v in runs.items()},
+        "retriever_answers_from": retriever,
+        "against": against,
+        "bootstrap": {"resamples": resamples, "seed": seed, "interval": 0.95},
+        "systems": {},
+        "differences": {},
+    }
     for name, values in systems.items():
-        report["systems"][name] = {f: {"value": float(v.mean()), "ci": interval(v, resamples, seed)}
-                                   for f, v in values.items()}
+        report["systems"][name] = {
+            f: {"value": float(v.mean()), "ci": interval(v, resamples, seed)} for f, v in values.items()
+        }
     for name, values in systems.items():
         if name == against:
             continue
         shared = [f for f in values if f in systems[against]]
         report["differences"][f"{against} - {name}"] = {
-            f: {"value": float((systems[against][f] - values[f]).mean()),
-                "ci": interval(systems[against][f] - values[f], resamples, seed)} for f in shared}
+            f: {
+                "value": float((systems[against][f] - values[f]).mean()),
+                "ci": interval(systems[against][f] - values[f], resamples, seed),
+            }
+            for f in shared
+        }
     return report
 
 
 def markdown(report: dict[str, Any]) -> str:
     """The report as two Markdown tables: figures, then paired differences."""
+
     def cell(x: dict) -> str:
         return f"{x['value']:.3f} [{x['ci'][0]:.3f}, {x['ci'][1]:.3f}]"
 
     def table(title: str, rows: dict[str, dict]) -> list[str]:
         columns = list(dict.fromkeys(f for r in rows.values() for f in r))
         lines = [f"| {title} | " + " | ".join(columns) + " |", "|---" * (len(columns) + 1) + "|"]
-        lines += [f"| {name} | " + " | ".join(cell(r[c]) if c in r else "" for c in columns) + " |"
-                  for name, r in rows.items()]
+        lines += [
+            f"| {name} | " + " | ".join(cell(r[c]) if c in r else "" for c in columns) + " |"
+            for name, r in rows.items()
+        ]
         return lines
 
-    return "\n".join([f"{report['questions']} questions; 95% bootstrap intervals ({report['bootstrap']['resamples']} "
-                      "resamples; differences paired by question)", "",
-                      *table("system", report["systems"]), "", *table("difference", report["differences"])]) + "\n"
+    return (
+        "\n".join(
+            [
+                f"{report['questions']} questions; 95% bootstrap intervals ({report['bootstrap']['resamples']} "
+                "resamples; differences paired by question)",
+                "",
+                *table("system", report["systems"]),
+                "",
+                *table("difference", report["differences"]),
+            ]
+        )
+        + "\n"
+    )

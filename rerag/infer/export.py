@@ -11,6 +11,7 @@ RE and the generator are two adapters of one shared base, each folder gets its o
 a copy of the base with that adapter folded in; a frozen base generator: the base alone).
 Nothing runs code from a file: checkpoints load with `weights_only=True`, weights are safetensors.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -30,8 +31,9 @@ def load_checkpoint(path: str | Path, map_location: str = "cpu") -> tuple[Releva
     return module.estimator.eval(), module.generator.eval()
 
 
-def export(estimator: RelevanceEstimator, generator: Generator, out_dir: str | Path,
-           adapters_only: bool = False) -> dict[str, Path]:
+def export(
+    estimator: RelevanceEstimator, generator: Generator, out_dir: str | Path, adapters_only: bool = False
+) -> dict[str, Path]:
     """Write `out_dir/estimator` and `out_dir/generator`; returns the folders.
 
     Merging folds the adapters into the given models in place (a shared base is copied first).
@@ -42,8 +44,10 @@ def export(estimator: RelevanceEstimator, generator: Generator, out_dir: str | P
         if adapters_only and isinstance(part.model, PeftModel) and part.adapter != BASE_ADAPTER:
             adapter = part.adapter or part.model.active_adapter
             if not part.model.peft_config[adapter].base_model_name_or_path:
-                raise ValueError(f"--adapters-only: the {name} was built from a config, not loaded from a name or "
-                                 "path, so its adapters have no base model to load; export it merged")
+                raise ValueError(
+                    f"--adapters-only: the {name} was built from a config, not loaded from a name or "
+                    "path, so its adapters have no base model to load; export it merged"
+                )
         else:
             part.model, part.adapter = merged(part.model, part.adapter, shared), None
         part.save_pretrained(out[name])

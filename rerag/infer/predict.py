@@ -15,6 +15,7 @@ strategy and the kept contexts; with gold answers (or `"unanswerable": true`: no
 
 `JSONLWriter` writes what `RERAGModule.predict_step` returns under LightningCLI's `rerag predict`.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -35,18 +36,31 @@ from rerag.infer.unanswerable import UNANSWERABLE
 from rerag.models.estimator import RelevanceEstimator
 
 
-def predict(records: Iterable[dict], estimator: RelevanceEstimator, reader: RAGReader, top_k: int = 25,
-            threshold: float | None = None, fallback: Reader | str = UNANSWERABLE, batch_size: int = 8,
-            rerank_batch_size: int = 64, depth: int | None = None) -> Iterator[dict]:
+def predict(
+    records: Iterable[dict],
+    estimator: RelevanceEstimator,
+    reader: RAGReader,
+    top_k: int = 25,
+    threshold: float | None = None,
+    fallback: Reader | str = UNANSWERABLE,
+    batch_size: int = 8,
+    rerank_batch_size: int = 64,
+    depth: int | None = None,
+) -> Iterator[dict]:
     """Yield one prediction per validated FiD record (see the module docstring); the RE reranks
     each record's first `depth` contexts (None: all).
 
     `fallback` answers questions whose confidence is below `threshold`: a string is the answer
     itself, a reader (e.g. `ParametricReader`) is called with no contexts. `batch_size`
     questions go to the reader at once."""
-    strategy = {"mode": reader.mode, "marginalization": reader.marginalization if reader.mode == "rag" else None,
-                "num_beams": reader.num_beams, "top_k": top_k, "threshold": threshold,
-                "fallback": "unanswerable" if isinstance(fallback, str) else "parametric"}
+    strategy = {
+        "mode": reader.mode,
+        "marginalization": reader.marginalization if reader.mode == "rag" else None,
+        "num_beams": reader.num_beams,
+        "top_k": top_k,
+        "threshold": threshold,
+        "fallback": "unanswerable" if isinstance(fallback, str) else "parametric",
+    }
     set_level = estimator.calibration and estimator.calibration.set_level
     calibration = "set_level" if set_level else "per_context" if estimator.calibration else "uncalibrated"
     reranked = rerank(estimator, ({**r, "ctxs": r["ctxs"][:depth]} for r in records), None, rerank_batch_size)
@@ -55,8 +69,10 @@ def predict(records: Iterable[dict], estimator: RelevanceEstimator, reader: RAGR
         answers = reader.answer(questions, kept, [torch.tensor([c["re_score"] for c in cs]) for cs in kept])
         best = np.array([cs[0]["re_score"] for cs in kept])  # max_j s_j over the kept set
         if set_level:
-            confidence = [float(set_level(best[i:i + 1], k=top_k, depth=len(record["ctxs"]))[0])
-                          for i, record in enumerate(chunk)]
+            confidence = [
+                float(set_level(best[i : i + 1], k=top_k, depth=len(record["ctxs"]))[0])
+                for i, record in enumerate(chunk)
+            ]
         else:
             confidence = [cs[0]["re_prob"] for cs in kept]  # every map s -> re_prob is monotone
         low = [i for i, conf in enumerate(confidence) if threshold is not None and conf < threshold]
@@ -66,20 +82,28 @@ def predict(records: Iterable[dict], estimator: RelevanceEstimator, reader: RAGR
             replaced = dict(zip(low, fallback([questions[i] for i in low], [[] for _ in low]) if low else []))
         for i, (record, answer) in enumerate(zip(chunk, answers)):
             decision = "reader" if i not in replaced else strategy["fallback"]
-            out = {"id": record["id"], "question": record["question"], "answer": replaced.get(i, answer.text),
-                   "reader_answer": answer.text, "reader_logprob": answer.logprob, "confidence": confidence[i],
-                   "confidence_raw": float(expit(best[i])), "confidence_calibration": calibration,
-                   "decision": decision, "strategy": strategy,
-                   "contexts": [{k: c[k] for k in ("id", "title", "re_score", "re_prob", "has_answer")}
-                                for c in kept[i]]}
+            out = {
+                "id": record["id"],
+                "question": record["question"],
+                "answer": replaced.get(i, answer.text),
+                "reader_answer": answer.text,
+                "reader_logprob": answer.logprob,
+                "confidence": confidence[i],
+                "confidence_raw": float(expit(best[i])),
+                "confidence_calibration": calibration,
+                "decision": decision,
+                "strategy": strategy,
+                "contexts": [{k: c[k] for k in ("id", "title", "re_score", "re_prob", "has_answer")} for c in kept[i]],
+            }
             if record["answers"] or record.get("unanswerable"):  # gold known (SQuAD 2.0: no answer exists)
                 out["answers"] = record["answers"]
                 out["answerable"] = any(c["has_answer"] for c in kept[i])
             yield out
 
 
-def predict_file(input_path: str | Path, output_path: str | Path, estimator: RelevanceEstimator,
-                 reader: RAGReader, **kwargs) -> int:
+def predict_file(
+    input_path: str | Path, output_path: str | Path, estimator: RelevanceEstimator, reader: RAGReader, **kwargs
+) -> int:
     """Validate `input_path` (FiD JSON or JSONL; answers optional), write predictions as JSONL."""
     records = read_fid(input_path, require_answers=False)
     return write_records(output_path, predict(records, estimator, reader, **kwargs))
@@ -100,7 +124,8 @@ class JSONLWriter(BasePredictionWriter):
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.path.write_text("")
 
-    def write_on_batch_end(self, trainer, pl_module, prediction, batch_indices, batch, batch_idx,
-                           dataloader_idx=0) -> None:
+    def write_on_batch_end(
+        self, trainer, pl_module, prediction, batch_indices, batch, batch_idx, dataloader_idx=0
+    ) -> None:
         with self.path.open("a", encoding="utf-8") as f:
             f.writelines(json.dumps(p, ensure_ascii=False) + "\n" for p in prediction)

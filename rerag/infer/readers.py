@@ -17,6 +17,7 @@ Contexts may be strings or FiD context dicts (`{"title", "text", ...}`). Templat
 must be non-empty and, for `RAGReader`, have at least one context (ValueError otherwise); there is
 no top-k here: a reader reads every context it is given.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -62,9 +63,16 @@ class RAGReader:
         separator: joins contexts in mode "ralm".
     """
 
-    def __init__(self, lm: LM, mode: Literal["rag", "ralm"] = "rag",
-                 marginalization: Literal["fast", "thorough"] = "fast", template: str | None = None,
-                 num_beams: int = 1, reranker: Reranker | None = None, separator: str = "\n\n"):
+    def __init__(
+        self,
+        lm: LM,
+        mode: Literal["rag", "ralm"] = "rag",
+        marginalization: Literal["fast", "thorough"] = "fast",
+        template: str | None = None,
+        num_beams: int = 1,
+        reranker: Reranker | None = None,
+        separator: str = "\n\n",
+    ):
         if mode not in ("rag", "ralm"):
             raise ValueError(f"mode must be 'rag' or 'ralm', got {mode!r}")
         if marginalization not in ("fast", "thorough"):
@@ -82,8 +90,9 @@ class RAGReader:
     def _weights(self, question: str, contexts: list[Context]) -> torch.Tensor:
         return torch.zeros(len(contexts)) if self.reranker is None else self.reranker(question, contexts)
 
-    def answer(self, questions: list[str], contexts: list[list[Context]],
-               weights: list[torch.Tensor] | None = None) -> list[Answer]:
+    def answer(
+        self, questions: list[str], contexts: list[list[Context]], weights: list[torch.Tensor] | None = None
+    ) -> list[Answer]:
         """One answer per question. `weights[i][j]` are logits over question i's contexts (the RE's
         log-odds s: P = P_RE, eq. 5); None asks the reranker, or weighs contexts equally."""
         check_inputs(questions, contexts, need_contexts=True)

@@ -7,6 +7,7 @@ losses never tie to a probability. The record's `re_prob_calibrated` (true/false
 Contexts are sorted by s, best first, and cut to `top_k`. A record with fewer contexts than `top_k`
 keeps them all. The rest of the record, the retriever's `score` included, is kept as it was.
 """
+
 from __future__ import annotations
 
 import json
@@ -20,8 +21,9 @@ from rerag.data.fid_format import read_fid
 from rerag.models.estimator import RelevanceEstimator
 
 
-def rerank(estimator: RelevanceEstimator, records: Iterable[dict], top_k: int | None = None,
-           batch_size: int = 64) -> Iterator[dict]:
+def rerank(
+    estimator: RelevanceEstimator, records: Iterable[dict], top_k: int | None = None, batch_size: int = 64
+) -> Iterator[dict]:
     """Yield each record with its contexts reranked by the RE (eval mode, on its device).
     A question's contexts go through the RE `batch_size` at a time; `top_k` None keeps them all."""
     calibrator = estimator.calibration.per_context if estimator.calibration is not None else None
@@ -31,8 +33,11 @@ def rerank(estimator: RelevanceEstimator, records: Iterable[dict], top_k: int | 
         s = estimator.score(record["question"], record["ctxs"], batch_size).float().cpu()
         order = torch.argsort(s, descending=True, stable=True)[:top_k].tolist()
         p = calibrator(s.numpy()).tolist() if calibrator is not None else torch.sigmoid(s).tolist()
-        yield {**record, "re_prob_calibrated": calibrator is not None,
-               "ctxs": [{**record["ctxs"][j], "re_score": s[j].item(), "re_prob": p[j]} for j in order]}
+        yield {
+            **record,
+            "re_prob_calibrated": calibrator is not None,
+            "ctxs": [{**record["ctxs"][j], "re_score": s[j].item(), "re_prob": p[j]} for j in order],
+        }
 
 
 def write_records(path: str | Path, records: Iterable[dict]) -> int:
@@ -44,15 +49,23 @@ def write_records(path: str | Path, records: Iterable[dict]) -> int:
     with path.open("w", encoding="utf-8") as f:
         f.write("[\n" if as_list else "")
         for record in progress(records, path.name, unit="questions"):
-            f.write(("" if not as_list or n == 0 else ",\n") + json.dumps(record, ensure_ascii=False)
-                    + ("" if as_list else "\n"))
+            f.write(
+                ("" if not as_list or n == 0 else ",\n")
+                + json.dumps(record, ensure_ascii=False)
+                + ("" if as_list else "\n")
+            )
             n += 1
         f.write("\n]\n" if as_list else "")
     return n
 
 
-def rerank_file(estimator: RelevanceEstimator, input_path: str | Path, output_path: str | Path,
-                top_k: int | None = None, batch_size: int = 64) -> int:
+def rerank_file(
+    estimator: RelevanceEstimator,
+    input_path: str | Path,
+    output_path: str | Path,
+    top_k: int | None = None,
+    batch_size: int = 64,
+) -> int:
     """Validate `input_path` (FiD JSON or JSONL; answers optional), rerank it, write `output_path`."""
     records = read_fid(input_path, require_answers=False)
     return write_records(output_path, rerank(estimator, records, top_k, batch_size))

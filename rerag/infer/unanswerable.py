@@ -19,6 +19,7 @@ Everything here reads prediction records as `rerag predict-file` writes them: `c
 (calibrated when the RE carries a calibration), `reader_answer` (before thresholding), `answers`
 (gold) and `answerable`.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -48,8 +49,9 @@ def classify(confidence: Sequence[float], unanswerable: Sequence[bool], threshol
     return Classification(threshold, precision, recall, f1)
 
 
-def search_threshold(confidence: Sequence[float], unanswerable: Sequence[bool],
-                     thresholds: Sequence[float] = THRESHOLDS) -> Classification:
+def search_threshold(
+    confidence: Sequence[float], unanswerable: Sequence[bool], thresholds: Sequence[float] = THRESHOLDS
+) -> Classification:
     """The threshold with the best F1, the lowest one on ties (it abstains least)."""
     results = [classify(confidence, unanswerable, t) for t in sorted(thresholds)]
     return max(results, key=lambda c: c.f1)  # max keeps the first of equal F1s
@@ -115,11 +117,17 @@ def report(dev: Sequence[dict], test: Sequence[dict], thresholds: Sequence[float
     return {
         "confidence": kinds[0] if len(kinds) == 1 else kinds,  # set_level, per_context or uncalibrated (sigmoid s)
         "threshold": best.threshold,
-        "dev_sweep": {"questions": len(dev), "unanswerable": sum(labels),
-                      "thresholds": [asdict(classify(confidence, labels, t)) for t in sorted(thresholds)]},
-        "table3": {"questions": len(test), "unanswerable": sum(test_labels),
-                   "classifier": asdict(classify([r["confidence"] for r in test], test_labels, best.threshold)),
-                   "all_unanswerable": asdict(all_unanswerable(test_labels))},
+        "dev_sweep": {
+            "questions": len(dev),
+            "unanswerable": sum(labels),
+            "thresholds": [asdict(classify(confidence, labels, t)) for t in sorted(thresholds)],
+        },
+        "table3": {
+            "questions": len(test),
+            "unanswerable": sum(test_labels),
+            "classifier": asdict(classify([r["confidence"] for r in test], test_labels, best.threshold)),
+            "all_unanswerable": asdict(all_unanswerable(test_labels)),
+        },
         "table4": {name: asdict(a) for name, a in accuracy_by_set(test, best.threshold).items()},
         "risk_coverage": risk_coverage(test),
     }
@@ -129,35 +137,63 @@ def markdown(report: dict) -> str:
     """The report's tables: the dev sweep, Table 3 with its baseline, Table 4 and, when present,
     Table 5."""
     t, sweep, t3 = report["threshold"], report["dev_sweep"], report["table3"]
-    lines = [f"Confidence: {report['confidence']}. Threshold search on dev ({sweep['questions']} questions, "
-             f"{sweep['unanswerable']} unanswerable sets):", "",
-             "| threshold | precision | recall | F1 |", "|---|---|---|---|"]
+    lines = [
+        f"Confidence: {report['confidence']}. Threshold search on dev ({sweep['questions']} questions, "
+        f"{sweep['unanswerable']} unanswerable sets):",
+        "",
+        "| threshold | precision | recall | F1 |",
+        "|---|---|---|---|",
+    ]
     for c in sweep["thresholds"]:
         mark = " (best)" if c["threshold"] == t else ""
-        lines.append(f"| {c['threshold']:.1f}{mark} | {100 * c['precision']:.1f} | {100 * c['recall']:.1f} "
-                     f"| {100 * c['f1']:.1f} |")
-    lines += ["", f"Unanswerable-set classification on test at threshold {t:.1f} (Table 3):", "",
-              "| classifier | questions | unanswerable | precision | recall | F1 |", "|---|---|---|---|---|---|"]
+        lines.append(
+            f"| {c['threshold']:.1f}{mark} | {100 * c['precision']:.1f} | {100 * c['recall']:.1f} "
+            f"| {100 * c['f1']:.1f} |"
+        )
+    lines += [
+        "",
+        f"Unanswerable-set classification on test at threshold {t:.1f} (Table 3):",
+        "",
+        "| classifier | questions | unanswerable | precision | recall | F1 |",
+        "|---|---|---|---|---|---|",
+    ]
     for name, c in (("confidence < threshold", t3["classifier"]), ("all unanswerable", t3["all_unanswerable"])):
-        lines.append(f"| {name} | {t3['questions']} | {t3['unanswerable']} | {100 * c['precision']:.1f} "
-                     f"| {100 * c['recall']:.1f} | {100 * c['f1']:.1f} |")
-    lines += ["", f"Accuracy before -> after answering \"{UNANSWERABLE}\" below {t:.1f} (Table 4; EM on O, "
-              f"\"{UNANSWERABLE}\" on X):", "",
-              "| set | questions | before | after | change |", "|---|---|---|---|---|"]
+        lines.append(
+            f"| {name} | {t3['questions']} | {t3['unanswerable']} | {100 * c['precision']:.1f} "
+            f"| {100 * c['recall']:.1f} | {100 * c['f1']:.1f} |"
+        )
+    lines += [
+        "",
+        f'Accuracy before -> after answering "{UNANSWERABLE}" below {t:.1f} (Table 4; EM on O, "{UNANSWERABLE}" on X):',
+        "",
+        "| set | questions | before | after | change |",
+        "|---|---|---|---|---|",
+    ]
     for name, a in report["table4"].items():
-        lines.append(f"| {name} | {a['questions']} | {100 * a['before']:.1f} | {100 * a['after']:.1f} "
-                     f"| {100 * (a['after'] - a['before']):+.1f} |")
+        lines.append(
+            f"| {name} | {a['questions']} | {100 * a['before']:.1f} | {100 * a['after']:.1f} "
+            f"| {100 * (a['after'] - a['before']):+.1f} |"
+        )
     if "table5" in report:
         t5 = report["table5"]
-        lines += ["", f"The mixed strategy at threshold {t:.1f} (Table 5; {t5['questions']} test questions, "
-                  f"{t5['to_llm']} sent to the LLM):", "", "| system | EM | F1 |", "|---|---|---|"]
+        lines += [
+            "",
+            f"The mixed strategy at threshold {t:.1f} (Table 5; {t5['questions']} test questions, "
+            f"{t5['to_llm']} sent to the LLM):",
+            "",
+            "| system | EM | F1 |",
+            "|---|---|---|",
+        ]
         for name in ("rerag", "llm_alone", "mixed"):
             lines.append(f"| {MIXED_NAMES[name]} | {100 * t5[name]['em']:.1f} | {100 * t5[name]['f1']:.1f} |")
     return "\n".join(lines)
 
 
-MIXED_NAMES = {"rerag": "RE-RAG (R-generator)", "llm_alone": "LLM alone (P-generator)",
-               "mixed": "mixed: LLM below the threshold"}
+MIXED_NAMES = {
+    "rerag": "RE-RAG (R-generator)",
+    "llm_alone": "LLM alone (P-generator)",
+    "mixed": "mixed: LLM below the threshold",
+}
 
 
 def mixed_strategy(test: Sequence[dict], parametric: Sequence[str], threshold: float) -> dict:
@@ -165,13 +201,18 @@ def mixed_strategy(test: Sequence[dict], parametric: Sequence[str], threshold: f
     (one per test question), and of the mix that takes the LLM's answer below `threshold`."""
     if len(parametric) != len(test):
         raise ValueError(f"{len(parametric)} parametric answers for {len(test)} test questions")
-    systems = {"rerag": [r["reader_answer"] for r in test], "llm_alone": list(parametric),
-               "mixed": [p if r["confidence"] < threshold else r["reader_answer"] for r, p in zip(test, parametric)]}
+    systems = {
+        "rerag": [r["reader_answer"] for r in test],
+        "llm_alone": list(parametric),
+        "mixed": [p if r["confidence"] < threshold else r["reader_answer"] for r, p in zip(test, parametric)],
+    }
     n = max(len(test), 1)
     out = {"questions": len(test), "to_llm": sum(r["confidence"] < threshold for r in test)}
     for name, answers in systems.items():
-        out[name] = {"em": sum(exact_match(a, r["answers"]) for a, r in zip(answers, test)) / n,
-                     "f1": sum(token_f1(a, r["answers"]) for a, r in zip(answers, test)) / n}
+        out[name] = {
+            "em": sum(exact_match(a, r["answers"]) for a, r in zip(answers, test)) / n,
+            "f1": sum(token_f1(a, r["answers"]) for a, r in zip(answers, test)) / n,
+        }
     return out
 
 
@@ -187,10 +228,16 @@ def plot_risk_coverage(path, report: dict) -> None:
     axes.plot([p["coverage"] for p in points], [p["em"] for p in points], label="answer when confidence >= t")
     chosen = [p for p in points if p["threshold"] >= report["threshold"]]
     if chosen:
-        axes.plot(chosen[-1]["coverage"], chosen[-1]["em"], "o", color="C3",
-                  label=f"dev threshold {report['threshold']:.1f}")
-    axes.set(xlim=(0, 1), ylim=(0, 1), xlabel="coverage (share of test questions answered)",
-             ylabel="EM of the answered questions", title=f"risk-coverage, confidence: {report['confidence']}")
+        axes.plot(
+            chosen[-1]["coverage"], chosen[-1]["em"], "o", color="C3", label=f"dev threshold {report['threshold']:.1f}"
+        )
+    axes.set(
+        xlim=(0, 1),
+        ylim=(0, 1),
+        xlabel="coverage (share of test questions answered)",
+        ylabel="EM of the answered questions",
+        title=f"risk-coverage, confidence: {report['confidence']}",
+    )
     axes.grid(alpha=0.3)
     axes.legend(loc="lower left")
     figure.savefig(path, dpi=110)

@@ -7,14 +7,28 @@ search backend and is left to `eor.WebSearchRetriever`'s users). By default ever
 passages are read by the trained generator with RE-weighted marginalization (RE-RAG eq. 6); with
 an `llm`, as in the EoR paper, by that LM with its RALM prompts (appendix C.2).
 """
+
 from __future__ import annotations
 
 import json
 from dataclasses import asdict
 from pathlib import Path
 
-from eor import (RALM_PROMPT, RETRIEVAL_FREE_PROMPT, BM25Retriever, DenseRetriever, Encoder, EoRConfig, EoRReport,
-                 NoRetriever, ParametricRetriever, Passage, Registry, evaluate_eor, load_corpus)
+from eor import (
+    RALM_PROMPT,
+    RETRIEVAL_FREE_PROMPT,
+    BM25Retriever,
+    DenseRetriever,
+    Encoder,
+    EoRConfig,
+    EoRReport,
+    NoRetriever,
+    ParametricRetriever,
+    Passage,
+    Registry,
+    evaluate_eor,
+    load_corpus,
+)
 from rerag.data.fid_format import read_fid
 from rerag.infer.export import load_checkpoint
 from erag.lm import load_lm, resolve
@@ -91,16 +105,29 @@ def run_eor(
         bases.append(DenseRetriever(corpus, Encoder(resolve(dense_encoder)), k=candidates))
     registry = Registry(bases, rerankers={"RR": estimator.score}, compressors={"CP": write})
     if llm:
-        reader = PoolReader(RAGReader(lm, mode="ralm", template=RALM_PROMPT),
-                            ParametricReader(lm, template=RETRIEVAL_FREE_PROMPT))
+        reader = PoolReader(
+            RAGReader(lm, mode="ralm", template=RALM_PROMPT), ParametricReader(lm, template=RETRIEVAL_FREE_PROMPT)
+        )
     else:  # retrieval-free: the generator's own input format with an empty context
         reader = PoolReader(RAGReader(lm, reranker=estimator.score), ParametricReader(lm, template=generator.template))
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
-    config = EoRConfig(**{**asdict(eor), "search": eor.search, "plots_dir": eor.plots_dir or str(out),
-                          "save_weights": eor.save_weights or str(out / "eor_weights.json")})
-    report = evaluate_eor([r["question"] for r in records], [r["answers"] for r in records],
-                          [registry.build(name) for name in pool], reader, config, test_indices=test_indices)
+    config = EoRConfig(
+        **{
+            **asdict(eor),
+            "search": eor.search,
+            "plots_dir": eor.plots_dir or str(out),
+            "save_weights": eor.save_weights or str(out / "eor_weights.json"),
+        }
+    )
+    report = evaluate_eor(
+        [r["question"] for r in records],
+        [r["answers"] for r in records],
+        [registry.build(name) for name in pool],
+        reader,
+        config,
+        test_indices=test_indices,
+    )
     (out / "eor_report.json").write_text(json.dumps(report.to_dict(), indent=2) + "\n")
     print(report.table())
     return report

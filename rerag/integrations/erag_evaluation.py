@@ -1,5 +1,6 @@
 """`rerag erag` and the eRAG callback's hooks: evaluate the RE's ranking (or the retriever's)
 with eRAG, the trained generator reading each ranked document alone as the judge."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -36,8 +37,9 @@ def generator_reader(pl_module: L.LightningModule) -> RAGReader:
     return RAGReader(pl_module.generator.as_lm())
 
 
-def validation_rankings(trainer: L.Trainer, pl_module: L.LightningModule, top_k: int = 10,
-                        max_questions: int = 64) -> tuple[dict, dict]:
+def validation_rankings(
+    trainer: L.Trainer, pl_module: L.LightningModule, top_k: int = 10, max_questions: int = 64
+) -> tuple[dict, dict]:
     """The RE's top-k for the first validation questions: `ERAGCallback(ranking=...)`."""
     val = trainer.datamodule.records("val")
     records = [val[i] for i in range(min(max_questions, len(val)))]
@@ -80,15 +82,20 @@ def run_erag(
     with torch.no_grad():
         results, expected = rank_records(records, estimator if ranking == "re" else None, top_k)
         lm = load_lm(llm) if llm else generator.as_lm()
-        result = erag.compare_with_end_to_end(results, expected, RAGReader(lm, mode=reader, reranker=estimator.score),
-                                              downstream_metric, metrics)
-    result["reader"] = {"name": llm or "the checkpoint's generator",
-                        "parameters": sum(p.numel() for p in lm.model.parameters())}
+        result = erag.compare_with_end_to_end(
+            results, expected, RAGReader(lm, mode=reader, reranker=estimator.score), downstream_metric, metrics
+        )
+    result["reader"] = {
+        "name": llm or "the checkpoint's generator",
+        "parameters": sum(p.numel() for p in lm.model.parameters()),
+    }
     out = Path(output_dir)
     erag.write_report(result, out / "erag_report.json", out / "erag_scatter.png")
     print(f"end-to-end {downstream_metric}: {result['end_to_end']['aggregated']:.4f}")
     for name, scored in result["labelings"].items():
-        tau = {m: f"undefined: {c['undefined']}" if c["undefined"] else round(c["kendall_tau"], 3)
-               for m, c in result["correlation"][name].items()}
-        print(f"{name}: {({m: round(v, 4) for m, v in scored['aggregated'].items()})}  kendall tau: {tau}")
+        tau = {
+            m: f"undefined: {c['undefined']}" if c["undefined"] else round(c["kendall_tau"], 3)
+            for m, c in result["correlation"][name].items()
+        }
+        print(f"{name}: { ({m: round(v, 4) for m, v in scored['aggregated'].items()}) }  kendall tau: {tau}")
     return result

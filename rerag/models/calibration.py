@@ -14,6 +14,7 @@ Two uses, both in `calibration.json` beside the RE's weights (`Calibration`; loa
 k and the list depth N it was fitted for. Fitting lives here with the maps so that a calibrator is
 one object; metrics, reports and the `rerag calibrate` pipeline are in `rerag.infer.calibration`.
 """
+
 from __future__ import annotations
 
 import json
@@ -160,8 +161,11 @@ class SetCalibrator:
 
     def __call__(self, scores, *, k: int, depth: int) -> np.ndarray:
         if (k, depth) != (self.k, self.depth):
-            warnings.warn(f"set-level calibrator fitted for top-k {self.k} of list depth N {self.depth}, applied "
-                          f"with top-k {k} of depth N {depth}: its probabilities do not hold there", stacklevel=2)
+            warnings.warn(
+                f"set-level calibrator fitted for top-k {self.k} of list depth N {self.depth}, applied "
+                f"with top-k {k} of depth N {depth}: its probabilities do not hold there",
+                stacklevel=2,
+            )
         return self.calibrator(scores)
 
     def to_dict(self) -> dict[str, Any]:
@@ -180,13 +184,17 @@ class Calibration:
     set_level: SetCalibrator | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"per_context": self.per_context and self.per_context.to_dict(),
-                "set_level": self.set_level and self.set_level.to_dict()}
+        return {
+            "per_context": self.per_context and self.per_context.to_dict(),
+            "set_level": self.set_level and self.set_level.to_dict(),
+        }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Calibration":
-        return cls(data.get("per_context") and Calibrator.from_dict(data["per_context"]),
-                   data.get("set_level") and SetCalibrator.from_dict(data["set_level"]))
+        return cls(
+            data.get("per_context") and Calibrator.from_dict(data["per_context"]),
+            data.get("set_level") and SetCalibrator.from_dict(data["set_level"]),
+        )
 
     def save(self, directory: str | Path) -> Path:
         path = Path(directory) / CALIBRATION_FILE

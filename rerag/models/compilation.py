@@ -17,6 +17,7 @@ call signature, grad mode on and off, `generate`'s cache states. Training steps,
 `generate` of a tiny T5 RE and generator, over varying input lengths, made 20 graphs (measured); at
 the default limit the rest would run eagerly, with only a warning. Compiling therefore raises the limit to `RECOMPILE_LIMIT`.
 """
+
 from __future__ import annotations
 
 from typing import Any, TypeVar

@@ -10,6 +10,7 @@ only s = z_true - z_false (eq. 4), two rows of the LM head, never the [N, V] log
 `score()` always returns the raw s. An exported folder may also hold `calibration.json` (written
 by `rerag calibrate`): the maps from s to probabilities, loaded as `estimator.calibration`.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -35,8 +36,10 @@ def single_token_id(tokenizer: PreTrainedTokenizerBase, word: str) -> int:
     before = tokenizer(prompt_end, add_special_tokens=False).input_ids
     ids = tokenizer(prompt_end + word, add_special_tokens=False).input_ids
     if ids[: len(before)] != before or len(ids) != len(before) + 1:
-        raise ValueError(f"the RE's label word {word!r} must be a single token as the first answer token, got "
-                         f"{tokenizer.convert_ids_to_tokens(ids[len(before):])}; choose other true_word/false_word")
+        raise ValueError(
+            f"the RE's label word {word!r} must be a single token as the first answer token, got "
+            f"{tokenizer.convert_ids_to_tokens(ids[len(before) :])}; choose other true_word/false_word"
+        )
     return ids[-1]
 
 
@@ -87,8 +90,12 @@ class RelevanceEstimator(nn.Module):
                 last = attention_mask.shape[1] - 1 - attention_mask.flip(1).argmax(dim=1)  # either padding side
                 return hidden[torch.arange(len(hidden), device=hidden.device), last]
             encoder_out = self.model.get_encoder()(input_ids=input_ids, attention_mask=attention_mask)
-            start = torch.full((input_ids.shape[0], 1), self.model.config.decoder_start_token_id,
-                               dtype=torch.long, device=input_ids.device)
+            start = torch.full(
+                (input_ids.shape[0], 1),
+                self.model.config.decoder_start_token_id,
+                dtype=torch.long,
+                device=input_ids.device,
+            )
             decoder_out = self.model.get_decoder()(
                 input_ids=start,
                 encoder_hidden_states=encoder_out.last_hidden_state,
@@ -96,8 +103,9 @@ class RelevanceEstimator(nn.Module):
             )
             return decoder_out.last_hidden_state[:, 0]
 
-    def true_false_logprobs(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                            backend: str | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    def true_false_logprobs(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, backend: str | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """log p_true, log p_false under the full-vocabulary softmax (float32, [N]).
 
         On CUDA the fused kernel reads the LM-head weight in chunks and never builds the
@@ -107,8 +115,9 @@ class RelevanceEstimator(nn.Module):
         bias = getattr(self.model, "final_logits_bias", None)
         scale = lm_head_scale(self.model)
         if hidden.is_cuda and bias is None and backend != "reference":
-            return kernels.fused_true_false_logprobs(hidden, weight, self.true_id, self.false_id,
-                                                     scale=scale, backend=backend)
+            return kernels.fused_true_false_logprobs(
+                hidden, weight, self.true_id, self.false_id, scale=scale, backend=backend
+            )
         logits = nn.functional.linear(hidden * scale, weight)
         if bias is not None:
             logits = logits + bias.view(-1)
@@ -152,17 +161,28 @@ class RelevanceEstimator(nn.Module):
         """Write the model (safetensors, or only its LoRA adapters when it has them), its
         tokenizer, `rerag_estimator.json` and its calibration when it has one. A `calibration.json`
         already in the folder is removed otherwise: it was fitted on another model's scores."""
-        save_folder(directory, self.model, self.tokenizer, CONFIG_FILE, {
-            "true_word": self.true_word, "false_word": self.false_word,
-            "template": self.template, "max_length": self.max_length,
-        }, self.adapter)
+        save_folder(
+            directory,
+            self.model,
+            self.tokenizer,
+            CONFIG_FILE,
+            {
+                "true_word": self.true_word,
+                "false_word": self.false_word,
+                "template": self.template,
+                "max_length": self.max_length,
+            },
+            self.adapter,
+        )
         if self.calibration is not None:
             self.calibration.save(directory)
         else:
             (Path(directory) / CALIBRATION_FILE).unlink(missing_ok=True)
 
     @classmethod
-    def from_pretrained(cls, directory: str | Path, trust_remote_code: bool = False, **overrides) -> "RelevanceEstimator":
+    def from_pretrained(
+        cls, directory: str | Path, trust_remote_code: bool = False, **overrides
+    ) -> "RelevanceEstimator":
         """Load what `save_pretrained` wrote, with its calibration when the folder has one
         (else `calibration` is None); no Lightning needed, no code run from files."""
         model, tokenizer, settings = load_folder(directory, CONFIG_FILE, trust_remote_code)

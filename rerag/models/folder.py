@@ -1,5 +1,6 @@
 """The exported folder of a RE-RAG model: a Hugging Face model (safetensors), its tokenizer and a
 small JSON of the settings the model needs to read its input (template, lengths, label words)."""
+
 from __future__ import annotations
 
 import json
@@ -14,8 +15,14 @@ from rerag.models.lora import load_model_folder
 from erag.lm import load_tokenizer, resolve
 
 
-def save_folder(directory: str | Path, model, tokenizer: PreTrainedTokenizerBase, settings_file: str,
-                settings: dict[str, Any], adapter: str | None = None) -> None:
+def save_folder(
+    directory: str | Path,
+    model,
+    tokenizer: PreTrainedTokenizerBase,
+    settings_file: str,
+    settings: dict[str, Any],
+    adapter: str | None = None,
+) -> None:
     """Write the model (safetensors, or only its LoRA adapter when it has one: `adapter` of a
     model with several), the tokenizer and `settings_file`."""
     directory = Path(directory)
@@ -32,8 +39,9 @@ def save_folder(directory: str | Path, model, tokenizer: PreTrainedTokenizerBase
     (directory / settings_file).write_text(json.dumps(settings, indent=2))
 
 
-def load_folder(directory: str | Path, settings_file: str, trust_remote_code: bool = False
-                ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase, dict[str, Any]]:
+def load_folder(
+    directory: str | Path, settings_file: str, trust_remote_code: bool = False
+) -> tuple[PreTrainedModel, PreTrainedTokenizerBase, dict[str, Any]]:
     """Read what `save_folder` wrote; no Lightning needed and no code run from files."""
     directory = resolve(str(directory))
     settings = json.loads((Path(directory) / settings_file).read_text())

@@ -5,6 +5,7 @@ encoder-decoder or a decoder-only model.
 of an answer and its closing EOS; `generate` writes one answer per (question, context) pair.
 Both are `erag.lm`'s, which readers use too.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -26,9 +27,15 @@ class Generator(nn.Module):
     `adapter` names the PEFT adapter of `model` that is the generator when the model is shared with
     the RE (`erag.lm.adapter_scope`; `BASE_ADAPTER`: the shared base with adapters off)."""
 
-    def __init__(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase,
-                 max_answer_length: int = 16, template: str = DEFAULT_TEMPLATE, max_length: int = 256,
-                 adapter: str | None = None):
+    def __init__(
+        self,
+        model: PreTrainedModel,
+        tokenizer: PreTrainedTokenizerBase,
+        max_answer_length: int = 16,
+        template: str = DEFAULT_TEMPLATE,
+        max_length: int = 256,
+        adapter: str | None = None,
+    ):
         super().__init__()
         self.model, self.tokenizer, self.adapter = model, tokenizer, adapter
         self.max_answer_length = max_answer_length
@@ -38,31 +45,50 @@ class Generator(nn.Module):
         """Answer token ids and EOS as labels (at most `max_answer_length`), padding set to -100."""
         return encode_answers(self.tokenizer, answers, self.max_answer_length)
 
-    def answer_loglik(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                      labels: torch.Tensor) -> torch.Tensor:
+    def answer_loglik(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, labels: torch.Tensor
+    ) -> torch.Tensor:
         """F = sum_t log P_G(a_t | a_<t, q, c) for each row, EOS included (eq. 8): [N] float32."""
         with adapter_scope(self.model, self.adapter):
             return answer_loglik(self.model, input_ids, attention_mask, labels)
 
-    def generate(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                 num_beams: int = 1) -> tuple[list[str], torch.Tensor]:
+    def generate(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, num_beams: int = 1
+    ) -> tuple[list[str], torch.Tensor]:
         """One answer per right-padded row and its log-likelihood log P_G(y | q, c) (teacher-forced)."""
         with adapter_scope(self.model, self.adapter):
-            return generate_answers(self.model, self.tokenizer, input_ids, attention_mask, self.max_answer_length,
-                                    num_beams)
+            return generate_answers(
+                self.model, self.tokenizer, input_ids, attention_mask, self.max_answer_length, num_beams
+            )
 
     def as_lm(self, batch_size: int = 32) -> Seq2SeqLM | CausalLM:
         """This generator as the LM that readers use (`erag.lm`): its template, input and answer
         lengths, its adapter."""
-        return lm_for(self.model, self.tokenizer, template=self.template, max_length=self.max_length,
-                      max_new_tokens=self.max_answer_length, batch_size=batch_size, adapter=self.adapter)
+        return lm_for(
+            self.model,
+            self.tokenizer,
+            template=self.template,
+            max_length=self.max_length,
+            max_new_tokens=self.max_answer_length,
+            batch_size=batch_size,
+            adapter=self.adapter,
+        )
 
     def save_pretrained(self, directory: str | Path) -> None:
         """Write the model (safetensors, or only its LoRA adapter when it has one), its
         tokenizer and `rerag_generator.json`."""
-        save_folder(directory, self.model, self.tokenizer, CONFIG_FILE, {
-            "max_answer_length": self.max_answer_length, "template": self.template, "max_length": self.max_length,
-        }, self.adapter)
+        save_folder(
+            directory,
+            self.model,
+            self.tokenizer,
+            CONFIG_FILE,
+            {
+                "max_answer_length": self.max_answer_length,
+                "template": self.template,
+                "max_length": self.max_length,
+            },
+            self.adapter,
+        )
 
     @classmethod
     def from_pretrained(cls, directory: str | Path, trust_remote_code: bool = False, **overrides) -> "Generator":

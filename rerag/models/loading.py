@@ -5,6 +5,7 @@ A name or path of the form `package:relative/path` points inside an installed Py
 any working directory; a path to a `.gguf` file loads that file (dequantized). Encoder-decoder and decoder-only models are both built: the config's
 `is_encoder_decoder` picks `AutoModelForSeq2SeqLM` or `AutoModelForCausalLM`.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -13,7 +14,13 @@ from typing import Any
 
 import torch
 from erag.lm import checkpoint_location
-from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForSeq2SeqLM, PreTrainedModel, PreTrainedTokenizerBase
+from transformers import (
+    AutoConfig,
+    AutoModelForCausalLM,
+    AutoModelForSeq2SeqLM,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+)
 
 
 @dataclass
@@ -47,8 +54,15 @@ def architecture(spec: ModelSpec) -> dict[str, Any]:
     if spec.config is not None:
         return dict(spec.config)
     path, gguf_file = checkpoint_location(spec.name_or_path)
-    found = AutoConfig.from_pretrained(path, trust_remote_code=spec.trust_remote_code, gguf_file=gguf_file).to_diff_dict()
-    tokenizer_given = ("vocab_size", "pad_token_id", "eos_token_id", "decoder_start_token_id")  # build_model fills these
+    found = AutoConfig.from_pretrained(
+        path, trust_remote_code=spec.trust_remote_code, gguf_file=gguf_file
+    ).to_diff_dict()
+    tokenizer_given = (
+        "vocab_size",
+        "pad_token_id",
+        "eos_token_id",
+        "decoder_start_token_id",
+    )  # build_model fills these
     dropped = ("architectures", "transformers_version", "_name_or_path", "dtype", *tokenizer_given)
     return {k: v for k, v in found.items() if k not in dropped}
 
@@ -61,8 +75,9 @@ def build_model(spec: ModelSpec, tokenizer: PreTrainedTokenizerBase) -> PreTrain
     if spec.name_or_path is not None:
         path, gguf_file = checkpoint_location(spec.name_or_path)
         config = AutoConfig.from_pretrained(path, trust_remote_code=spec.trust_remote_code, gguf_file=gguf_file)
-        model = auto_model_class(config).from_pretrained(path, trust_remote_code=spec.trust_remote_code,
-                                                         gguf_file=gguf_file, dtype=dtype)
+        model = auto_model_class(config).from_pretrained(
+            path, trust_remote_code=spec.trust_remote_code, gguf_file=gguf_file, dtype=dtype
+        )
         if gguf_file:  # adapters-only exports name their base by this: the file, not its folder
             model.name_or_path = str(Path(path) / gguf_file)
         return model.train()  # from_pretrained returns eval mode (dropout off); this builds models to train

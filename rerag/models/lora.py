@@ -7,6 +7,7 @@ full fine-tuning. With `shared_base`, the RE and the generator are two named ada
 merges a model's adapter into its weights by default and writes the adapter alone with
 `--adapters-only`; `load_model_folder` reads either kind of folder.
 """
+
 from __future__ import annotations
 
 import copy
@@ -47,9 +48,14 @@ torch.serialization.add_safe_globals([LoraSpec])
 
 def lora_config(model: PreTrainedModel, spec: LoraSpec) -> LoraConfig:
     task = TaskType.SEQ_2_SEQ_LM if model.config.is_encoder_decoder else TaskType.CAUSAL_LM
-    return LoraConfig(r=spec.r, lora_alpha=spec.alpha, lora_dropout=spec.dropout,
-                      target_modules=spec.target_modules, layers_to_transform=spec.layers_to_transform,
-                      task_type=task)
+    return LoraConfig(
+        r=spec.r,
+        lora_alpha=spec.alpha,
+        lora_dropout=spec.dropout,
+        target_modules=spec.target_modules,
+        layers_to_transform=spec.layers_to_transform,
+        task_type=task,
+    )
 
 
 def add_lora(model: PreTrainedModel, spec: LoraSpec | None) -> PreTrainedModel | PeftModel:
@@ -91,8 +97,9 @@ def load_model_folder(directory: str | Path, trust_remote_code: bool = False) ->
     directory = Path(directory)
     if not (directory / ADAPTER_CONFIG).is_file():
         config = AutoConfig.from_pretrained(directory, trust_remote_code=trust_remote_code)
-        return auto_model_class(config).from_pretrained(directory, use_safetensors=True,
-                                                        trust_remote_code=trust_remote_code)
+        return auto_model_class(config).from_pretrained(
+            directory, use_safetensors=True, trust_remote_code=trust_remote_code
+        )
     base = json.loads((directory / ADAPTER_CONFIG).read_text()).get("base_model_name_or_path")
     if not base:
         raise ValueError(f"{directory / ADAPTER_CONFIG}: names no base model (base_model_name_or_path)")

@@ -7,6 +7,7 @@ reuses them) and returns a `Result`. The runner writes OUT/<paper>/<table>.md an
 every result in OUT/index.json, and renders the document from the index and `papers.yaml` (the
 papers' own numbers, transcribed from their texts).
 """
+
 from __future__ import annotations
 
 import json
@@ -48,8 +49,10 @@ def selected(paper: str, tables: list[str] | None) -> list[tuple[str, str]]:
     chosen = [(p, t) for p in papers for t in sorted(REGISTRY[p], key=_sort_key) if not tables or t in tables]
     unknown = set(tables or ()) - {t for _, t in chosen}
     if unknown:
-        raise ValueError(f"no table or figure {sorted(unknown)} in {papers}; known: "
-                         + "; ".join(f"{p}: {', '.join(sorted(REGISTRY[p], key=_sort_key))}" for p in papers))
+        raise ValueError(
+            f"no table or figure {sorted(unknown)} in {papers}; known: "
+            + "; ".join(f"{p}: {', '.join(sorted(REGISTRY[p], key=_sort_key))}" for p in papers)
+        )
     return chosen
 
 
@@ -67,16 +70,28 @@ def run_table(ws: Workspace, paper: str, name: str) -> dict:
     for use in ws.used:  # each run once, as first asked for
         if all(use["folder"] != r["folder"] for r in runs):
             runs.append(use)
-    return {"command": command, "scale": ws.scale_name, "seconds": seconds,
-            "runs": [{k: u[k] for k in ("name", "seconds", "reused", "folder")} for u in runs],
-            "seeds": sorted({u["seed"] for u in runs if u.get("seed") is not None}),
-            **asdict(result)}
+    return {
+        "command": command,
+        "scale": ws.scale_name,
+        "seconds": seconds,
+        "runs": [{k: u[k] for k in ("name", "seconds", "reused", "folder")} for u in runs],
+        "seeds": sorted({u["seed"] for u in runs if u.get("seed") is not None}),
+        **asdict(result),
+    }
 
 
-def reproduce(paper: Literal["re-rag", "eor", "erag", "all"], tables: list[str] | None = None, *,
-              scale: Literal["toy", "quick", "full"] = "quick", out: str = "outputs/reproduce",
-              doc: str | None = "REPRODUCTION.md", fit_config: str = "configs/demo.yaml", data_dir: str | None = None,
-              top_k: int = DEFAULT_TOP_K, llm: str | None = None) -> dict:
+def reproduce(
+    paper: Literal["re-rag", "eor", "erag", "all"],
+    tables: list[str] | None = None,
+    *,
+    scale: Literal["toy", "quick", "full"] = "quick",
+    out: str = "outputs/reproduce",
+    doc: str | None = "REPRODUCTION.md",
+    fit_config: str = "configs/demo.yaml",
+    data_dir: str | None = None,
+    top_k: int = DEFAULT_TOP_K,
+    llm: str | None = None,
+) -> dict:
     """Reproduce the papers' tables and figures: train what they need, reuse what a run already made.
 
     Args:
@@ -104,8 +119,12 @@ def reproduce(paper: Literal["re-rag", "eor", "erag", "all"], tables: list[str] 
         index_path.write_text(json.dumps(index, indent=2) + "\n")
         print(f"[reproduce] {p} {name}: done in {entry['seconds']} s", flush=True)
     calls = json.loads(calls_path.read_text()) if calls_path.exists() else []
-    calls.append({"command": " ".join(["rerag reproduce", paper, *(tables or []), "--scale", scale]) + ws.options(),
-                  "minutes": round((time.perf_counter() - start) / 60, 1)})
+    calls.append(
+        {
+            "command": " ".join(["rerag reproduce", paper, *(tables or []), "--scale", scale]) + ws.options(),
+            "minutes": round((time.perf_counter() - start) / 60, 1),
+        }
+    )
     calls_path.write_text(json.dumps(calls, indent=2) + "\n")
     if doc:
         Path(doc).write_text(document(index, out, calls))
@@ -125,28 +144,38 @@ def document(index: dict, out: str, calls: list[dict] = ()) -> str:
     and the wall time of each `rerag reproduce` call that filled the output folder (`calls`)."""
     paper = paper_numbers()
     scales = sorted({e["scale"] for tables in index.values() for e in tables.values()})
-    lines = ["# Reproduction: every table and figure of the three papers", "",
-             "Written by `rerag reproduce` (do not edit by hand). Each entry: the paper's setting and numbers "
-             "(transcribed from the papers' extracted texts, `rerag/reproduce/papers.yaml`), ours with the command "
-             "that made it, its seeds and its wall time, and one line where ours differs in kind.", "",
-             f"- Machine: {_machine()}.",
-             f"- Scales in this file: {', '.join(scales) or 'none'} (`--scale`; see `rerag reproduce --help`).",
-             "- The calls that filled the output folder, in order, with their wall time (a later call reads back "
-             "what an earlier one made): " + ("; ".join(f"`{c['command']}` {c['minutes']} min" for c in calls)
-                                             or "none recorded") + ".",
-             f"- Outputs (Markdown, JSON, PNG): `{out}/<paper>/`. A table's time counts the runs it started; "
-             "runs it reused from the cache are listed with the time they took when made.",
-             "- The world is the demo's synthetic one (`configs/demo.yaml`) unless `--fit_config` says otherwise: "
-             "absolute numbers are not comparable with the papers', the comparisons inside a table are. Every fit "
-             "trains as that config does, with its departures from the paper (a relevance-pretrained RE, contexts "
-             "drawn from deep ranks, the has-answer anchor `model.alpha_anchor`; README \"The demo's RE\").", ""]
+    lines = [
+        "# Reproduction: every table and figure of the three papers",
+        "",
+        "Written by `rerag reproduce` (do not edit by hand). Each entry: the paper's setting and numbers "
+        "(transcribed from the papers' extracted texts, `rerag/reproduce/papers.yaml`), ours with the command "
+        "that made it, its seeds and its wall time, and one line where ours differs in kind.",
+        "",
+        f"- Machine: {_machine()}.",
+        f"- Scales in this file: {', '.join(scales) or 'none'} (`--scale`; see `rerag reproduce --help`).",
+        "- The calls that filled the output folder, in order, with their wall time (a later call reads back "
+        "what an earlier one made): "
+        + ("; ".join(f"`{c['command']}` {c['minutes']} min" for c in calls) or "none recorded")
+        + ".",
+        f"- Outputs (Markdown, JSON, PNG): `{out}/<paper>/`. A table's time counts the runs it started; "
+        "runs it reused from the cache are listed with the time they took when made.",
+        "- The world is the demo's synthetic one (`configs/demo.yaml`) unless `--fit_config` says otherwise: "
+        "absolute numbers are not comparable with the papers', the comparisons inside a table are. Every fit "
+        "trains as that config does, with its departures from the paper (a relevance-pretrained RE, contexts "
+        'drawn from deep ranks, the has-answer anchor `model.alpha_anchor`; README "The demo\'s RE").',
+        "",
+    ]
     for key, title in PAPERS.items():
         lines += [f"## {title}", ""]
         for name in sorted(REGISTRY[key], key=_sort_key):
             theirs = paper.get(key, {}).get(name, {})
             heading = name.replace("table", "Table ").replace("figure", "Figure ")
-            lines += [f"### {title.split(' (')[0]} {heading}: {theirs.get('title', '')}", "",
-                      f"**Paper** ({theirs.get('setting', 'setting not transcribed')}):", ""]
+            lines += [
+                f"### {title.split(' (')[0]} {heading}: {theirs.get('title', '')}",
+                "",
+                f"**Paper** ({theirs.get('setting', 'setting not transcribed')}):",
+                "",
+            ]
             lines += [theirs["numbers"].strip(), ""] if theirs.get("numbers") else []
             if theirs.get("missing"):
                 lines += [f"*Not in the extracted text:* {theirs['missing']}", ""]
@@ -155,9 +184,13 @@ def document(index: dict, out: str, calls: list[dict] = ()) -> str:
                 lines += [f"**Ours:** not run yet: `rerag reproduce {key} {name} --scale quick`.", ""]
             else:
                 reused = [f"{r['name']} {r['seconds'] / 60:.1f} min" for r in entry["runs"] if r["reused"]]
-                lines += [f"**Ours** (`{entry['command']}`; seeds {entry['seeds'] or '-'}; "
-                          f"{entry['seconds'] / 60:.1f} min" + (f", reusing {', '.join(reused)}" if reused else "")
-                          + "):", "", entry["markdown"].strip(), ""]
+                lines += [
+                    f"**Ours** (`{entry['command']}`; seeds {entry['seeds'] or '-'}; "
+                    f"{entry['seconds'] / 60:.1f} min" + (f", reusing {', '.join(reused)}" if reused else "") + "):",
+                    "",
+                    entry["markdown"].strip(),
+                    "",
+                ]
                 lines += [f"Figure: `{f}`" for f in entry["figures"]] + ([""] if entry["figures"] else [])
                 if entry.get("differs"):
                     lines += [f"*Differs in kind:* {entry['differs']}.", ""]

@@ -1,5 +1,6 @@
 """EoR's tables and figures from one `rerag eor` run on the main RE-RAG model, with the paper's
 protocol: the voter's weights are learned on the validation split and reported on the test split."""
+
 from __future__ import annotations
 
 import shutil
@@ -22,10 +23,17 @@ def _eor(ws: Workspace, llm: str | None = None, correctness: str = "em") -> dict
     run = ws.main()
 
     def go(folder: Path) -> dict:
-        report = run_eor(checkpoint=run["checkpoint"], questions_file=ws.split_file("dev"),
-                         test_file=ws.split_file("test"), corpus_file=str(Path(ws.data_dir) / "corpus.jsonl"),
-                         pool=POOL, max_questions=ws.scale.questions, output_dir=str(folder), llm=llm,
-                         eor=EoRConfig(correctness=correctness))
+        report = run_eor(
+            checkpoint=run["checkpoint"],
+            questions_file=ws.split_file("dev"),
+            test_file=ws.split_file("test"),
+            corpus_file=str(Path(ws.data_dir) / "corpus.jsonl"),
+            pool=POOL,
+            max_questions=ws.scale.questions,
+            output_dir=str(folder),
+            llm=llm,
+            eor=EoRConfig(correctness=correctness),
+        )
         return {"report": report.to_dict()}
 
     extra = ([llm] if llm else []) + ([correctness] if correctness != "em" else [])
@@ -43,10 +51,12 @@ def table1(ws: Workspace) -> Result:
     report = _eor(ws)["report"]
     rows = [[name, report["retriever_em"][name], report["retriever_f1"][name]] for name in report["retriever_em"]]
     rows.append(["EoR", report["eor_em"], report["eor_f1"]])
-    return Result(f"Weights learned on {report['num_train']} dev questions, reported on {report['num_test']} "
-                  "test questions.\n\n" + markdown_table(["retriever", "EM", "F1"], rows),
-                  {k: report[k] for k in ("retriever_em", "retriever_f1", "eor_em", "eor_f1", "num_train", "num_test")},
-                  differs="one reader (the RE-RAG generator) and a pool of five retrievers on the synthetic world")
+    return Result(
+        f"Weights learned on {report['num_train']} dev questions, reported on {report['num_test']} "
+        "test questions.\n\n" + markdown_table(["retriever", "EM", "F1"], rows),
+        {k: report[k] for k in ("retriever_em", "retriever_f1", "eor_em", "eor_f1", "num_train", "num_test")},
+        differs="one reader (the RE-RAG generator) and a pool of five retrievers on the synthetic world",
+    )
 
 
 def table2(ws: Workspace) -> Result:
@@ -54,25 +64,35 @@ def table2(ws: Workspace) -> Result:
     em = _eor(ws)["report"]["retriever_em"]
     rows = [[name, value] for name, value in sorted(em.items(), key=lambda kv: -kv[1])]
     spread = max(em.values()) - min(em.values())
-    return Result(markdown_table(["retriever", "EM"], rows) + f"\n\nBest minus worst: {spread:.1f} EM.",
-                  {"retriever_em": em, "spread": spread})
+    return Result(
+        markdown_table(["retriever", "EM"], rows) + f"\n\nBest minus worst: {spread:.1f} EM.",
+        {"retriever_em": em, "spread": spread},
+    )
 
 
 def table4(ws: Workspace) -> Result:
     """Mean relative lose ratio (MRLR, eq. 2) of each retriever, within the pool and with EoR added."""
     report = _eor(ws)["report"]
-    rows = [[name, f"{report['mrlr_pool'][name]:.4f}", f"{report['mrlr_with_eor'][name]:.4f}"] for name in report["mrlr_pool"]]
+    rows = [
+        [name, f"{report['mrlr_pool'][name]:.4f}", f"{report['mrlr_with_eor'][name]:.4f}"]
+        for name in report["mrlr_pool"]
+    ]
     rows.append(["EoR", "", f"{report['mrlr_with_eor']['EoR']:.4f}"])
-    return Result(markdown_table(["retriever", "MRLR (pool)", "MRLR (pool + EoR)"], rows),
-                  {"mrlr_pool": report["mrlr_pool"], "mrlr_with_eor": report["mrlr_with_eor"]})
+    return Result(
+        markdown_table(["retriever", "MRLR (pool)", "MRLR (pool + EoR)"], rows),
+        {"mrlr_pool": report["mrlr_pool"], "mrlr_with_eor": report["mrlr_with_eor"]},
+    )
 
 
 def figure1(ws: Workspace) -> Result:
     """The relative win ratio (RWR, eq. 1) between every pair of retrievers and EoR."""
     path = _figure(ws, _eor(ws), "rwr_heatmap.png", "figure1_rwr_heatmap.png")
     report = _eor(ws)["report"]
-    return Result(f"RWR heatmap of the {len(report['retriever_em'])} retrievers and EoR on "
-                  f"{report['num_test']} test questions.", {}, [path])
+    return Result(
+        f"RWR heatmap of the {len(report['retriever_em'])} retrievers and EoR on {report['num_test']} test questions.",
+        {},
+        [path],
+    )
 
 
 def figure2(ws: Workspace) -> Result:
@@ -85,17 +105,27 @@ def figure2(ws: Workspace) -> Result:
     if ws.llm:
         reports[ws.llm] = _eor(ws, ws.llm, correctness="contains")["report"]
     models = {name: report["mrlr_pool"] for name, report in reports.items()}
-    path = str(plot_boxplot({name: list(mrlr.values()) for name, mrlr in models.items()},
-                            ws.path("eor", "figure2_mrlr.png"), "MRLR of the pool's retrievers", "MRLR"))
-    rows = [[name, *(f"{report['mrlr_pool'][r]:.4f} ({report['retriever_accuracy'][r]:.0f})" for r in POOL)]
-            for name, report in reports.items()]
-    return Result("MRLR of each retriever (its accuracy, %, in brackets; right = contains a gold answer), "
-                  f"{next(iter(reports.values()))['num_test']} test questions:\n\n"
-                  + markdown_table(["base model", *POOL], rows),
-                  {"mrlr_pool": models, "accuracy": {n: r["retriever_accuracy"] for n, r in reports.items()}}, [path],
-                  differs="one world (the paper: NQ, WebQ and TriviaQA) and the base models at hand"
-                  + ("" if ws.llm else " (no --llm given: the RE-RAG generator alone)")
-                  + "; correctness by containment, where the paper used BEM")
+    path = str(
+        plot_boxplot(
+            {name: list(mrlr.values()) for name, mrlr in models.items()},
+            ws.path("eor", "figure2_mrlr.png"),
+            "MRLR of the pool's retrievers",
+            "MRLR",
+        )
+    )
+    rows = [
+        [name, *(f"{report['mrlr_pool'][r]:.4f} ({report['retriever_accuracy'][r]:.0f})" for r in POOL)]
+        for name, report in reports.items()
+    ]
+    return Result(
+        "MRLR of each retriever (its accuracy, %, in brackets; right = contains a gold answer), "
+        f"{next(iter(reports.values()))['num_test']} test questions:\n\n" + markdown_table(["base model", *POOL], rows),
+        {"mrlr_pool": models, "accuracy": {n: r["retriever_accuracy"] for n, r in reports.items()}},
+        [path],
+        differs="one world (the paper: NQ, WebQ and TriviaQA) and the base models at hand"
+        + ("" if ws.llm else " (no --llm given: the RE-RAG generator alone)")
+        + "; correctness by containment, where the paper used BEM",
+    )
 
 
 def figure5(ws: Workspace) -> Result:
@@ -111,10 +141,13 @@ def figure4(ws: Workspace) -> Result:
     rates = done["report"]["error_rates"]
     paths = [_figure(ws, done, f"error_rwr_{e}.png", f"figure4_error_rwr_{e}.png") for e in rates]
     rows = [[name, *(f"{rates[e][name]:.1f}" for e in rates)] for name in done["report"]["retriever_em"]]
-    return Result("Share (%) of the kept test questions with each error:\n\n"
-                  + markdown_table(["retriever", *(f"{e.replace('_', ' ')} error" for e in rates)], rows),
-                  {"error_rates": rates}, paths,
-                  differs="correctness is exact match (the paper used BEM)")
+    return Result(
+        "Share (%) of the kept test questions with each error:\n\n"
+        + markdown_table(["retriever", *(f"{e.replace('_', ' ')} error" for e in rates)], rows),
+        {"error_rates": rates},
+        paths,
+        differs="correctness is exact match (the paper used BEM)",
+    )
 
 
 def _bars(ws: Workspace, values: dict[str, float], target: str, title: str, ylabel: str) -> str:
@@ -134,13 +167,26 @@ def figure3(ws: Workspace) -> Result:
 def figure6(ws: Workspace) -> Result:
     """The learned weights: one per retriever (w^r) and one per similarity metric (w^m)."""
     weights = _eor(ws)["report"]["weights"]
-    values = {**{f"w^r {k}": v for k, v in weights["retrievers"].items()},
-              **{f"w^m {k}": v for k, v in weights["metrics"].items()}}
+    values = {
+        **{f"w^r {k}": v for k, v in weights["retrievers"].items()},
+        **{f"w^m {k}": v for k, v in weights["metrics"].items()},
+    }
     path = _bars(ws, values, "figure6_weights.png", "Learned EoR weights", "weight")
-    return Result(markdown_table(["weight", "value"], [[k, f"{v:.3f}"] for k, v in values.items()]),
-                  {"weights": weights, "mean_retriever_weight": float(np.mean(list(weights["retrievers"].values())))},
-                  [path])
+    return Result(
+        markdown_table(["weight", "value"], [[k, f"{v:.3f}"] for k, v in values.items()]),
+        {"weights": weights, "mean_retriever_weight": float(np.mean(list(weights["retrievers"].values())))},
+        [path],
+    )
 
 
-TABLES = {"table1": table1, "table2": table2, "table4": table4, "figure1": figure1, "figure2": figure2, "figure3": figure3,
-          "figure4": figure4, "figure5": figure5, "figure6": figure6}
+TABLES = {
+    "table1": table1,
+    "table2": table2,
+    "table4": table4,
+    "figure1": figure1,
+    "figure2": figure2,
+    "figure3": figure3,
+    "figure4": figure4,
+    "figure5": figure5,
+    "figure6": figure6,
+}

@@ -1,5 +1,6 @@
 """eRAG's tables and figures: `rerag erag` on the main RE-RAG model (its generator is the reader
 that judges each document), over the retriever's lists and the RE's, and the cost benchmark."""
+
 from __future__ import annotations
 
 import subprocess
@@ -13,8 +14,9 @@ METRICS = ["MAP", "MRR", "NDCG@{k}", "P@{k}", "R@{k}", "Hit@{k}"]
 TOP_K = 10
 
 
-def _erag(ws: Workspace, ranking: str, top_k: int = TOP_K, reader: str = "rag", llm: str | None = None,
-          downstream: str = "em") -> dict:
+def _erag(
+    ws: Workspace, ranking: str, top_k: int = TOP_K, reader: str = "rag", llm: str | None = None, downstream: str = "em"
+) -> dict:
     """`rerag erag` on the main model's test split; `llm` reads instead of its generator."""
     from rerag.integrations.erag_evaluation import run_erag
 
@@ -22,15 +24,30 @@ def _erag(ws: Workspace, ranking: str, top_k: int = TOP_K, reader: str = "rag", 
     metrics = [m.format(k=top_k) for m in METRICS]
 
     def go(folder: Path) -> dict:
-        result = run_erag(checkpoint=run["checkpoint"], data_file=ws.split_file("test"), ranking=ranking,
-                          top_k=top_k, metrics=metrics, max_questions=ws.scale.questions, output_dir=str(folder),
-                          reader=reader, llm=llm, downstream_metric=downstream)
-        return {"end_to_end": result["end_to_end"]["aggregated"], "correlation": result["correlation"],
-                "reader": result["reader"],
-                "aggregated": {name: s["aggregated"] for name, s in result["labelings"].items()}}
+        result = run_erag(
+            checkpoint=run["checkpoint"],
+            data_file=ws.split_file("test"),
+            ranking=ranking,
+            top_k=top_k,
+            metrics=metrics,
+            max_questions=ws.scale.questions,
+            output_dir=str(folder),
+            reader=reader,
+            llm=llm,
+            downstream_metric=downstream,
+        )
+        return {
+            "end_to_end": result["end_to_end"]["aggregated"],
+            "correlation": result["correlation"],
+            "reader": result["reader"],
+            "aggregated": {name: s["aggregated"] for name, s in result["labelings"].items()},
+        }
 
-    key = [run["checkpoint"], ranking, top_k, metrics, ws.scale.questions, reader] + ([llm] if llm else []) \
+    key = (
+        [run["checkpoint"], ranking, top_k, metrics, ws.scale.questions, reader]
+        + ([llm] if llm else [])
         + ([downstream] if downstream != "em" else [])
+    )
     return ws.step("erag", key, go)
 
 
@@ -48,9 +65,12 @@ def table1(ws: Workspace) -> Result:
             rows.append([labeling, metric, *(_tau(results[r]["correlation"][labeling][metric]) for r in results)])
     text = markdown_table(["labeling", "metric", "BM25 lists", "RE lists"], rows)
     e2e = ", ".join(f"{r}: {100 * results[r]['end_to_end']:.1f}" for r in results)
-    return Result(f"End-to-end EM ({TOP_K} documents): {e2e}.\n\n{text}", results,
-                  differs="the reader is the RE-RAG generator (FiD-style marginalization), on the synthetic world; "
-                  "no KILT provenance or LLM judge there")
+    return Result(
+        f"End-to-end EM ({TOP_K} documents): {e2e}.\n\n{text}",
+        results,
+        differs="the reader is the RE-RAG generator (FiD-style marginalization), on the synthetic world; "
+        "no KILT provenance or LLM judge there",
+    )
 
 
 def figure1(ws: Workspace) -> Result:
@@ -63,11 +83,18 @@ def figure1(ws: Workspace) -> Result:
         for name in taus:
             c = correlation[name][f"P@{k}"]
             taus[name].append(None if c.get("undefined") else c["kendall_tau"])
-    path = plot_lines(ks, taus, ws.path("erag", "figure1_documents.png"), "Correlation with end-to-end EM",
-                          "documents retrieved (k)", "Kendall's tau of P@k")
-    rows = [[k, *(("undefined" if taus[n][i] is None else f"{taus[n][i]:.3f}") for n in taus)] for i, k in enumerate(ks)]
-    return Result(markdown_table(["k", *taus], rows),
-                  {"k": ks, "kendall_tau": taus}, [path])
+    path = plot_lines(
+        ks,
+        taus,
+        ws.path("erag", "figure1_documents.png"),
+        "Correlation with end-to-end EM",
+        "documents retrieved (k)",
+        "Kendall's tau of P@k",
+    )
+    rows = [
+        [k, *(("undefined" if taus[n][i] is None else f"{taus[n][i]:.3f}") for n in taus)] for i, k in enumerate(ks)
+    ]
+    return Result(markdown_table(["k", *taus], rows), {"k": ks, "kendall_tau": taus}, [path])
 
 
 def figure3(ws: Workspace) -> Result:
@@ -76,15 +103,27 @@ def figure3(ws: Workspace) -> Result:
     readers = {"per-document fusion (rag)": "rag", "in-prompt (ralm)": "ralm"}
     results = {name: _erag(ws, "retriever", TOP_K, mode) for name, mode in readers.items()}
     metrics = list(results["per-document fusion (rag)"]["correlation"]["erag"])
-    rows = [[labeling, metric, *(_tau(r["correlation"][labeling][metric]) for r in results.values())]
-            for labeling in ("erag", "contains_answer") for metric in metrics]
+    rows = [
+        [labeling, metric, *(_tau(r["correlation"][labeling][metric]) for r in results.values())]
+        for labeling in ("erag", "contains_answer")
+        for metric in metrics
+    ]
     e2e = ", ".join(f"{name}: {100 * r['end_to_end']:.1f}" for name, r in results.items())
     taus = {name: [r["correlation"]["erag"][m].get("kendall_tau") for m in metrics] for name, r in results.items()}
-    path = plot_lines(metrics, taus, ws.path("erag", "figure3_readers.png"), "eRAG's correlation by reader",
-                      "eRAG metric", "Kendall's tau with end-to-end EM")
-    return Result(f"End-to-end EM ({TOP_K} documents): {e2e}.\n\n"
-                  + markdown_table(["labeling", "metric", *results], rows), results, [path],
-                  differs="the paper compares a FiD T5 with in-prompt LLMs; here one generator reads both ways")
+    path = plot_lines(
+        metrics,
+        taus,
+        ws.path("erag", "figure3_readers.png"),
+        "eRAG's correlation by reader",
+        "eRAG metric",
+        "Kendall's tau with end-to-end EM",
+    )
+    return Result(
+        f"End-to-end EM ({TOP_K} documents): {e2e}.\n\n" + markdown_table(["labeling", "metric", *results], rows),
+        results,
+        [path],
+        differs="the paper compares a FiD T5 with in-prompt LLMs; here one generator reads both ways",
+    )
 
 
 def figure2(ws: Workspace) -> Result:
@@ -98,23 +137,60 @@ def figure2(ws: Workspace) -> Result:
     sizes = [r["reader"]["parameters"] for r in results.values()]
     metrics = list(next(iter(results.values()))["correlation"]["erag"])
     taus = {m: [r["correlation"]["erag"][m].get("kendall_tau") for r in results.values()] for m in metrics}
-    path = plot_lines(sizes, taus, ws.path("erag", "figure2_reader_size.png"), "eRAG's correlation by reader size",
-                      "reader parameters", "Kendall's tau with end-to-end accuracy")
-    rows = [[name, f"{r['reader']['parameters']:,}", f"{100 * r['end_to_end']:.1f}",
-             *(_tau(r["correlation"]["erag"][m]) for m in metrics)] for name, r in results.items()]
-    return Result("Kendall's tau of each eRAG metric with the end-to-end accuracy (right = the output contains a "
-                  "gold answer):\n\n" + markdown_table(["reader", "parameters", "end-to-end accuracy", *metrics], rows),
-                  results, [path],
-                  differs="the paper's readers are FiD T5 small/base/large trained alike; here the readers at hand "
-                  "(the RE-RAG generator, and an LLM when --llm names one)"
-                  + ("" if ws.llm else "; no --llm given, so one reader size only"))
+    path = plot_lines(
+        sizes,
+        taus,
+        ws.path("erag", "figure2_reader_size.png"),
+        "eRAG's correlation by reader size",
+        "reader parameters",
+        "Kendall's tau with end-to-end accuracy",
+    )
+    rows = [
+        [
+            name,
+            f"{r['reader']['parameters']:,}",
+            f"{100 * r['end_to_end']:.1f}",
+            *(_tau(r["correlation"]["erag"][m]) for m in metrics),
+        ]
+        for name, r in results.items()
+    ]
+    return Result(
+        "Kendall's tau of each eRAG metric with the end-to-end accuracy (right = the output contains a "
+        "gold answer):\n\n" + markdown_table(["reader", "parameters", "end-to-end accuracy", *metrics], rows),
+        results,
+        [path],
+        differs="the paper's readers are FiD T5 small/base/large trained alike; here the readers at hand "
+        "(the RE-RAG generator, and an LLM when --llm names one)"
+        + ("" if ws.llm else "; no --llm given, so one reader size only"),
+    )
 
 
 def table2(ws: Workspace) -> Result:
     """Runtime and peak memory of eRAG against end-to-end evaluation (`benchmarks/erag_cost.py`)."""
-    sizes = {"toy": ["--d-model", "32", "--d-ff", "64", "--layers", "1", "--heads", "2", "--vocab", "512",
-                     "--queries", "2", "--memory-queries", "1", "--docs", "4", "--doc-words", "20"],
-             "quick": ["--queries", "4", "--memory-queries", "1", "--docs", "20"], "full": []}[ws.scale_name]
+    sizes = {
+        "toy": [
+            "--d-model",
+            "32",
+            "--d-ff",
+            "64",
+            "--layers",
+            "1",
+            "--heads",
+            "2",
+            "--vocab",
+            "512",
+            "--queries",
+            "2",
+            "--memory-queries",
+            "1",
+            "--docs",
+            "4",
+            "--doc-words",
+            "20",
+        ],
+        "quick": ["--queries", "4", "--memory-queries", "1", "--docs", "20"],
+        "full": [],
+    }[ws.scale_name]
     command = [sys.executable, str(ROOT / "benchmarks" / "erag_cost.py"), *sizes]
 
     def go(folder: Path) -> dict:
@@ -122,9 +198,12 @@ def table2(ws: Workspace) -> Result:
         return {"table": "\n".join(line for line in out.splitlines() if line.startswith("|"))}
 
     done = ws.step("erag_cost", sizes, go)
-    return Result(f"`python benchmarks/erag_cost.py {' '.join(sizes)}` (CPU; a random T5 of the stated shape):\n\n"
-                  + done["table"], {"table": done["table"], "arguments": sizes},
-                  differs="CPU processes and resident memory, not GPU time and GPU memory; a random-init reader")
+    return Result(
+        f"`python benchmarks/erag_cost.py {' '.join(sizes)}` (CPU; a random T5 of the stated shape):\n\n"
+        + done["table"],
+        {"table": done["table"], "arguments": sizes},
+        differs="CPU processes and resident memory, not GPU time and GPU memory; a random-init reader",
+    )
 
 
 TABLES = {"table1": table1, "table2": table2, "figure1": figure1, "figure2": figure2, "figure3": figure3}

@@ -4,6 +4,7 @@
 The main model is the config's RE-RAG; ablations and baselines are the same config with one
 switch changed, trained for the scale's `ablation_steps`.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -27,14 +28,19 @@ def table1(ws: Workspace) -> Result:
     run = ws.main()
     test, k = run["test"], ws.top_k
     reader = ws.llm or "the RE-RAG generator"
-    rows = [[f"generator, retriever's top {k} (retriever order)", 100 * test["test/em_retriever_order"]],
-            [f"RE-RAG: generator, RE's top {k}, P_RE marginalization", 100 * test["test/em"]]]
+    rows = [
+        [f"generator, retriever's top {k} (retriever order)", 100 * test["test/em_retriever_order"]],
+        [f"RE-RAG: generator, RE's top {k}, P_RE marginalization", 100 * test["test/em"]],
+    ]
     for mode, label in (("rag", "RAG marginalization over the RE's top k"), ("ralm", "RALM: RE's top k in one prompt")):
         predictions = ws.predictions(run, "test", k, calibrated=False, mode=mode, llm=ws.llm)
         rows.append([f"{reader}, {label}", _em(predictions)])
     data = {"em": {row[0]: row[1] for row in rows}, "top_k": k, "questions": len(predictions)}
-    return Result(markdown_table(["system", "test EM"], rows), data,
-                  differs=None if ws.llm else "no LLM given (--llm): the LM rows read with the trained generator")
+    return Result(
+        markdown_table(["system", "test EM"], rows),
+        data,
+        differs=None if ws.llm else "no LLM given (--llm): the LM rows read with the trained generator",
+    )
 
 
 def table2(ws: Workspace) -> Result:
@@ -43,8 +49,10 @@ def table2(ws: Workspace) -> Result:
     test = ws.main()["test"]
     ks = sorted(int(k.rsplit("@", 1)[1]) for k in test if k.startswith("test/re_recall@"))
     depths = sorted({k.split("/")[1] for k in test if k.startswith("test/top")})
-    rows = [["retriever (list order)", *(100 * test[f"test/retriever_recall@{k}"] for k in ks)],
-            ["RE, whole list", *(100 * test[f"test/re_recall@{k}"] for k in ks)]]
+    rows = [
+        ["retriever (list order)", *(100 * test[f"test/retriever_recall@{k}"] for k in ks)],
+        ["RE, whole list", *(100 * test[f"test/re_recall@{k}"] for k in ks)],
+    ]
     for depth in depths:
         rows.append([f"RE, {depth}", *(100 * test.get(f"test/{depth}/re_recall@{k}", float("nan")) for k in ks)])
     data = {row[0]: dict(zip(map(str, ks), row[1:])) for row in rows}
@@ -63,10 +71,16 @@ def _retriever_sets(ws: Workspace, run: dict) -> dict[str, list[dict]]:
 
     k, sets = ws.top_k, {}
     for split in ("dev", "test"):
-        sets[split] = [{"id": r["id"], "question": r["question"], "answers": r["answers"],
-                        "score": float(r["ctxs"][0].get("score", 0.0)),
-                        "answerable": any(c.get("has_answer") for c in r["ctxs"][:k])}
-                       for r in read_fid(ws.split_file(split))]
+        sets[split] = [
+            {
+                "id": r["id"],
+                "question": r["question"],
+                "answers": r["answers"],
+                "score": float(r["ctxs"][0].get("score", 0.0)),
+                "answerable": any(c.get("has_answer") for c in r["ctxs"][:k]),
+            }
+            for r in read_fid(ws.split_file(split))
+        ]
     dev = sets["dev"]
     calibrator = PlattCalibrator().fit([r["score"] for r in dev], [r["answerable"] for r in dev], source="dev")
     for rows in sets.values():
@@ -82,8 +96,9 @@ def _retriever_sets(ws: Workspace, run: dict) -> dict[str, list[dict]]:
 def _pointwise(ws: Workspace) -> dict:
     """The MonoT5-style baseline: the same RE trained pointwise on has-answer alone (BCE on
     sigmoid(s), `alpha_anchor`), without the generator's signal (alpha_re = alpha_tok = 0)."""
-    return ws.fit("pointwise", steps=ws.scale.ablation_steps, validate=False, alpha_re=0.0, alpha_tok=0.0,
-                  alpha_anchor=1.0)
+    return ws.fit(
+        "pointwise", steps=ws.scale.ablation_steps, validate=False, alpha_re=0.0, alpha_tok=0.0, alpha_anchor=1.0
+    )
 
 
 def _re_sets(ws: Workspace, run: dict) -> dict[str, list[dict]]:
@@ -95,20 +110,40 @@ def table3(ws: Workspace) -> Result:
     threshold, the threshold searched on dev: the RE, a MonoT5-style pointwise reranker, the
     retriever's own score, and calling every set unanswerable."""
     run = ws.main()
-    sets = {"RE-RAG (set-calibrated RE)": _re_sets(ws, run),
-            "MonoT5-style pointwise (set-calibrated)": _re_sets(ws, _pointwise(ws)),
-            "retriever's score (Platt-calibrated)": _retriever_sets(ws, run)}
+    sets = {
+        "RE-RAG (set-calibrated RE)": _re_sets(ws, run),
+        "MonoT5-style pointwise (set-calibrated)": _re_sets(ws, _pointwise(ws)),
+        "retriever's score (Platt-calibrated)": _retriever_sets(ws, run),
+    }
     # Table 3 of `rerag unanswerable-report` per confidence: the threshold searched on dev, applied to test
     tables = {name: unanswerable.report(s["dev"], s["test"])["table3"] for name, s in sets.items()}
-    tables["all unanswerable (the RE's sets)"] = {**tables["RE-RAG (set-calibrated RE)"], "classifier":
-                                                  tables["RE-RAG (set-calibrated RE)"]["all_unanswerable"]}
-    systems = {name: {**t["classifier"], "unanswerable": t["unanswerable"], "questions": t["questions"]}
-               for name, t in tables.items()}
-    rows = [[name, "-" if name.startswith("all") else s["threshold"], s["unanswerable"], s["questions"],
-             100 * s["precision"], 100 * s["recall"], 100 * s["f1"]] for name, s in systems.items()]
-    return Result(markdown_table(["confidence", "threshold", "unanswerable sets", "questions", "precision",
-                                  "recall", "F1"], rows), {"top_k": ws.top_k, "systems": systems},
-                  differs="the retriever is BM25, whose score is no cosine: calibrated on dev to share the thresholds")
+    tables["all unanswerable (the RE's sets)"] = {
+        **tables["RE-RAG (set-calibrated RE)"],
+        "classifier": tables["RE-RAG (set-calibrated RE)"]["all_unanswerable"],
+    }
+    systems = {
+        name: {**t["classifier"], "unanswerable": t["unanswerable"], "questions": t["questions"]}
+        for name, t in tables.items()
+    }
+    rows = [
+        [
+            name,
+            "-" if name.startswith("all") else s["threshold"],
+            s["unanswerable"],
+            s["questions"],
+            100 * s["precision"],
+            100 * s["recall"],
+            100 * s["f1"],
+        ]
+        for name, s in systems.items()
+    ]
+    return Result(
+        markdown_table(
+            ["confidence", "threshold", "unanswerable sets", "questions", "precision", "recall", "F1"], rows
+        ),
+        {"top_k": ws.top_k, "systems": systems},
+        differs="the retriever is BM25, whose score is no cosine: calibrated on dev to share the thresholds",
+    )
 
 
 def _accuracy(ws: Workspace, sets: dict[str, list[dict]], figure: str) -> Result:
@@ -118,9 +153,12 @@ def _accuracy(ws: Workspace, sets: dict[str, list[dict]], figure: str) -> Result
     rows = [[name, a["questions"], 100 * a["before"], 100 * a["after"]] for name, a in report["table4"].items()]
     path = ws.path("re-rag", figure)
     unanswerable.plot_risk_coverage(path, report)
-    return Result(f"Threshold {report['threshold']} (searched on dev), confidence: {report['confidence']}.\n\n"
-                  + markdown_table(["set", "questions", "before", "after"], rows),
-                  {"threshold": report["threshold"], "table4": report["table4"]}, [path])
+    return Result(
+        f"Threshold {report['threshold']} (searched on dev), confidence: {report['confidence']}.\n\n"
+        + markdown_table(["set", "questions", "before", "after"], rows),
+        {"threshold": report["threshold"], "table4": report["table4"]},
+        [path],
+    )
 
 
 def table4(ws: Workspace) -> Result:
@@ -150,12 +188,19 @@ def _mixed(ws: Workspace, sets: dict[str, list[dict]]) -> Result:
         generator = load_checkpoint(ws.main()["checkpoint"])[1]
         reader = ParametricReader(generator.as_lm(), template=generator.template)
     mixed = unanswerable.mixed_strategy(test, reader([r["question"] for r in test]), threshold)
-    rows = [[unanswerable.MIXED_NAMES[name], 100 * mixed[name]["em"], 100 * mixed[name]["f1"]]
-            for name in ("rerag", "llm_alone", "mixed")]
-    return Result(f"Threshold {threshold}; {mixed['to_llm']} of {mixed['questions']} test questions "
-                  "go to the closed-book LM.\n\n" + markdown_table(["system", "EM", "F1"], rows), mixed,
-                  differs=None if ws.llm else "no LLM given (--llm): the trained generator answers closed-book, and "
-                  "on a synthetic world it knows nothing, so this checks the mechanics only")
+    rows = [
+        [unanswerable.MIXED_NAMES[name], 100 * mixed[name]["em"], 100 * mixed[name]["f1"]]
+        for name in ("rerag", "llm_alone", "mixed")
+    ]
+    return Result(
+        f"Threshold {threshold}; {mixed['to_llm']} of {mixed['questions']} test questions "
+        "go to the closed-book LM.\n\n" + markdown_table(["system", "EM", "F1"], rows),
+        mixed,
+        differs=None
+        if ws.llm
+        else "no LLM given (--llm): the trained generator answers closed-book, and "
+        "on a synthetic world it knows nothing, so this checks the mechanics only",
+    )
 
 
 def table5(ws: Workspace) -> Result:
@@ -177,7 +222,7 @@ def _ablation(ws: Workspace, validate: bool = True, **switches: Any) -> dict:
 def _test_records(ws: Workspace) -> list[dict]:
     from rerag.data.fid_format import read_fid
 
-    return list(read_fid(ws.split_file("test")))[:ws.scale.questions]
+    return list(read_fid(ws.split_file("test")))[: ws.scale.questions]
 
 
 def table6(ws: Workspace) -> Result:
@@ -192,26 +237,31 @@ def table6(ws: Workspace) -> Result:
 
     k, records = ws.top_k, _test_records(ws)
     estimator, rerag_generator = load_checkpoint(_ablation(ws)["checkpoint"])
-    baseline = load_checkpoint(ws.fit("baseline", steps=ws.scale.ablation_steps, validate=False,
-                                      marginalize_with="retriever")["checkpoint"])[1]
+    baseline = load_checkpoint(
+        ws.fit("baseline", steps=ws.scale.ablation_steps, validate=False, marginalize_with="retriever")["checkpoint"]
+    )[1]
     with torch.no_grad():
         re_scores = [estimator.score(r["question"], r["ctxs"]) for r in records]
     retriever_scores = [torch.tensor([float(c.get("score", 0.0)) for c in r["ctxs"]]) for r in records]
     by_retriever = [torch.arange(min(k, len(r["ctxs"]))) for r in records]
     by_re = [torch.argsort(s, descending=True, stable=True)[:k] for s in re_scores]
-    rows = {"baseline (retriever's top k and scores)": (baseline, by_retriever, retriever_scores),
-            "baseline + RE score": (baseline, by_retriever, re_scores),
-            "baseline + RE rerank": (baseline, by_re, retriever_scores),
-            "baseline + RE rerank, score": (baseline, by_re, re_scores),
-            "RE-RAG": (rerag_generator, by_re, re_scores)}
+    rows = {
+        "baseline (retriever's top k and scores)": (baseline, by_retriever, retriever_scores),
+        "baseline + RE score": (baseline, by_retriever, re_scores),
+        "baseline + RE rerank": (baseline, by_re, retriever_scores),
+        "baseline + RE rerank, score": (baseline, by_re, re_scores),
+        "RE-RAG": (rerag_generator, by_re, re_scores),
+    }
     em = {}
     for name, (generator, kept, scores) in rows.items():
         reader = RAGReader(generator.as_lm())
         contexts = [[r["ctxs"][j] for j in idx.tolist()] for r, idx in zip(records, kept)]
         answers = reader.answer([r["question"] for r in records], contexts, [s[idx] for s, idx in zip(scores, kept)])
         em[name] = _em([{"reader_answer": a.text, "answers": r["answers"]} for a, r in zip(answers, records)])
-    return Result(markdown_table(["model", "test EM"], [[n, v] for n, v in em.items()]),
-                  {"em": em, "questions": len(records), "top_k": k, "steps": ws.scale.ablation_steps})
+    return Result(
+        markdown_table(["model", "test EM"], [[n, v] for n, v in em.items()]),
+        {"em": em, "questions": len(records), "top_k": k, "steps": ws.scale.ablation_steps},
+    )
 
 
 def table7(ws: Workspace) -> Result:
@@ -236,8 +286,10 @@ def table7(ws: Workspace) -> Result:
                     re += torch.sigmoid(log_t - log_f).tolist()
         means[name] = {"p_true": float(np.mean(p_true)), "re": float(np.mean(re)), "contexts": len(p_true)}
     rows = [[name, f"{m['p_true']:.4f}", f"{m['re']:.4f}", m["contexts"]] for name, m in means.items()]
-    return Result(markdown_table(["training", 'P("true"), full vocabulary', "RE (eq. 3)", "answerable contexts"],
-                                 rows), {"means": means, "steps": ws.scale.ablation_steps})
+    return Result(
+        markdown_table(["training", 'P("true"), full vocabulary', "RE (eq. 3)", "answerable contexts"], rows),
+        {"means": means, "steps": ws.scale.ablation_steps},
+    )
 
 
 def figure2(ws: Workspace) -> Result:
@@ -254,7 +306,9 @@ def figure2(ws: Workspace) -> Result:
     wider = {**shape, **{k: 2 * shape[k] for k in ("d_model", "d_ff", "d_kv")}}
     runs = {f"RE d_model {shape['d_model']}" + (", pretrained" if pretrained else ""): _ablation(ws)}
     if pretrained:
-        runs[f"RE d_model {shape['d_model']}, random init"] = _ablation(ws, validate=False, estimator=random_init(shape))
+        runs[f"RE d_model {shape['d_model']}, random init"] = _ablation(
+            ws, validate=False, estimator=random_init(shape)
+        )
     runs[f"RE d_model {wider['d_model']}, random init"] = _ablation(ws, validate=False, estimator=random_init(wider))
     edges = np.linspace(0.0, 1.0, 6)
     curves, counts = {}, {}
@@ -266,14 +320,27 @@ def figure2(ws: Workspace) -> Result:
         curves[name] = [float(right[bins == b].mean()) if (bins == b).any() else None for b in range(len(edges) - 1)]
         counts[name] = [int((bins == b).sum()) for b in range(len(edges) - 1)]
     centers = [round(float(c), 1) for c in (edges[:-1] + edges[1:]) / 2]
-    path = plot_lines(centers, curves, ws.path("re-rag", "figure2_confidence_accuracy.png"),
-                      "Accuracy by confidence and RE size", "set-level calibrated confidence (bin centre)", "test EM (%)")
-    rows = [[f"{edges[b]:.1f}-{edges[b + 1]:.1f}",
-             *(("-" if curves[n][b] is None else f"{curves[n][b]:.1f} ({counts[n][b]})") for n in runs)]
-            for b in range(len(edges) - 1)]
-    return Result("Test EM (questions) per confidence bin:\n\n" + markdown_table(["confidence", *runs], rows),
-                  {"bins": centers, "em": curves, "questions": counts}, [path],
-                  differs="the paper varies the generator's size (LLMs); here the RE's width varies, the generator is the demo's")
+    path = plot_lines(
+        centers,
+        curves,
+        ws.path("re-rag", "figure2_confidence_accuracy.png"),
+        "Accuracy by confidence and RE size",
+        "set-level calibrated confidence (bin centre)",
+        "test EM (%)",
+    )
+    rows = [
+        [
+            f"{edges[b]:.1f}-{edges[b + 1]:.1f}",
+            *(("-" if curves[n][b] is None else f"{curves[n][b]:.1f} ({counts[n][b]})") for n in runs),
+        ]
+        for b in range(len(edges) - 1)
+    ]
+    return Result(
+        "Test EM (questions) per confidence bin:\n\n" + markdown_table(["confidence", *runs], rows),
+        {"bins": centers, "em": curves, "questions": counts},
+        [path],
+        differs="the paper varies the generator's size (LLMs); here the RE's width varies, the generator is the demo's",
+    )
 
 
 def table8(ws: Workspace) -> Result:
@@ -284,5 +351,16 @@ def table8(ws: Workspace) -> Result:
     return Result(markdown_table(["training", "dev EM"], rows), {"dev_em": em, "steps": ws.scale.ablation_steps})
 
 
-TABLES = {"table1": table1, "table2": table2, "table3": table3, "table4": table4, "table5": table5,
-          "figure2": figure2, "table6": table6, "table7": table7, "table8": table8, "table11": table11, "table12": table12}
+TABLES = {
+    "table1": table1,
+    "table2": table2,
+    "table3": table3,
+    "table4": table4,
+    "table5": table5,
+    "figure2": figure2,
+    "table6": table6,
+    "table7": table7,
+    "table8": table8,
+    "table11": table11,
+    "table12": table12,
+}

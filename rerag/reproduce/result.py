@@ -1,4 +1,5 @@
 """What a table or figure command returns, and the Markdown table helper they share."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -18,6 +19,7 @@ class Result:
 
 def markdown_table(header: list[str], rows: list[list[Any]]) -> str:
     """A Markdown table; floats print with one decimal (percentages) unless already strings."""
+
     def cell(value: Any) -> str:
         return f"{value:.1f}" if isinstance(value, float) else str(value)
 

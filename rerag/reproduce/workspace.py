@@ -5,6 +5,7 @@ predictions; the first ask runs it (with the same code as the `rerag` subcommand
 `done.json` into `OUT/runs/<name>-<hash>/`, later asks, in this run or a later one, read it back.
 Changing a setting changes the hash, so a stale result is never reused.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -41,13 +42,26 @@ class Scale:
 
 SCALES = {
     # A few steps on a world of a few questions: the mechanics, for CI.
-    "toy": Scale(fit_steps=4, ablation_steps=4, questions=8, overrides={
-        "data.init_args.world.n_train_people": 12, "data.init_args.world.n_dev_people": 4,
-        "data.init_args.world.n_test_people": 4, "data.init_args.world.n_train_contexts": 20,
-        "data.init_args.world.n_eval_contexts": 20, "data.init_args.n_train_contexts": 4,
-        "data.init_args.n_deep_contexts": 2, "data.init_args.deep_context_depth": 20,
-        "data.init_args.n_eval_contexts": 20, "model.recall_ks": [1, 5, 10, 20], "model.eval_depths": [10],
-        "trainer.val_check_interval": 4, "trainer.limit_val_batches": 1}),
+    "toy": Scale(
+        fit_steps=4,
+        ablation_steps=4,
+        questions=8,
+        overrides={
+            "data.init_args.world.n_train_people": 12,
+            "data.init_args.world.n_dev_people": 4,
+            "data.init_args.world.n_test_people": 4,
+            "data.init_args.world.n_train_contexts": 20,
+            "data.init_args.world.n_eval_contexts": 20,
+            "data.init_args.n_train_contexts": 4,
+            "data.init_args.n_deep_contexts": 2,
+            "data.init_args.deep_context_depth": 20,
+            "data.init_args.n_eval_contexts": 20,
+            "model.recall_ks": [1, 5, 10, 20],
+            "model.eval_depths": [10],
+            "trainer.val_check_interval": 4,
+            "trainer.limit_val_batches": 1,
+        },
+    ),
     # The demo's world and models, shortened training: the whole paper set within an hour on 2 cores.
     "quick": Scale(fit_steps=600, ablation_steps=200, questions=100, overrides={"trainer.val_check_interval": 300}),
     # The demo's settings.
@@ -62,8 +76,15 @@ def digest(value: Any) -> str:
 class Workspace:
     """One output folder, one scale, one base config; the cache of every step the tables run."""
 
-    def __init__(self, out: str | Path, scale: str = "quick", config: str | Path = DEMO_CONFIG,
-                 data_dir: str | None = None, top_k: int = DEFAULT_TOP_K, llm: str | None = None):
+    def __init__(
+        self,
+        out: str | Path,
+        scale: str = "quick",
+        config: str | Path = DEMO_CONFIG,
+        data_dir: str | None = None,
+        top_k: int = DEFAULT_TOP_K,
+        llm: str | None = None,
+    ):
         self.out, self.scale_name, self.config = Path(out), scale, Path(config)
         self.scale = SCALES[scale]
         self.top_k, self.llm = top_k, llm
@@ -83,15 +104,25 @@ class Workspace:
             result = run(folder)
             result = {**result, "folder": str(folder), "seconds": round(time.perf_counter() - start, 1)}
             done.write_text(json.dumps(result, indent=2) + "\n")
-        self.used.append({"name": name, "folder": str(folder), "seconds": result["seconds"], "reused": reused,
-                          "seed": result.get("seed")})
+        self.used.append(
+            {
+                "name": name,
+                "folder": str(folder),
+                "seconds": result["seconds"],
+                "reused": reused,
+                "seed": result.get("seed"),
+            }
+        )
         return result
 
     def options(self) -> str:
         """The `rerag reproduce` arguments besides paper, tables and scale that made this workspace."""
-        given = {"--fit_config": None if self.config.resolve() == DEMO_CONFIG else self.config,
-                 "--data_dir": None if self.scale_name == "toy" or self.data_dir == DEMO_DATA else self.data_dir,
-                 "--top_k": None if self.top_k == DEFAULT_TOP_K else self.top_k, "--llm": self.llm}
+        given = {
+            "--fit_config": None if self.config.resolve() == DEMO_CONFIG else self.config,
+            "--data_dir": None if self.scale_name == "toy" or self.data_dir == DEMO_DATA else self.data_dir,
+            "--top_k": None if self.top_k == DEFAULT_TOP_K else self.top_k,
+            "--llm": self.llm,
+        }
         return "".join(f" {flag} {value}" for flag, value in given.items() if value is not None)
 
     def main(self) -> dict:
@@ -105,15 +136,17 @@ class Workspace:
 
     # -- training ---------------------------------------------------------------------------------
 
-    def fit(self, name: str, steps: int | None = None, validate: bool = True, test: bool = False,
-            **model: Any) -> dict:
+    def fit(self, name: str, steps: int | None = None, validate: bool = True, test: bool = False, **model: Any) -> dict:
         """Train RE-RAG on the config with `model.*` overrides for `steps` (default: the scale's main
         run). Returns its checkpoint (best by dev EM, or the last without validation), the last
         validation's val/* and, with `test`, the test/* of the checkpoint (and `rerag test`'s
         per-question results in its folder)."""
         steps = steps if steps is not None else self.scale.fit_steps
-        overrides = {**self.scale.overrides, "data.init_args.data_dir": self.data_dir,
-                     **{f"model.{k}": v for k, v in model.items()}}
+        overrides = {
+            **self.scale.overrides,
+            "data.init_args.data_dir": self.data_dir,
+            **{f"model.{k}": v for k, v in model.items()},
+        }
         if steps is not None:
             overrides["trainer.max_steps"] = steps
             overrides["trainer.val_check_interval"] = min(overrides.get("trainer.val_check_interval", steps), steps)
@@ -127,8 +160,11 @@ class Workspace:
     def exported(self, run: dict) -> Path:
         from rerag.infer.export import export, load_checkpoint
 
-        done = self.step("export", run["checkpoint"],
-                         lambda folder: {k: str(v) for k, v in export(*load_checkpoint(run["checkpoint"]), folder).items()})
+        done = self.step(
+            "export",
+            run["checkpoint"],
+            lambda folder: {k: str(v) for k, v in export(*load_checkpoint(run["checkpoint"]), folder).items()},
+        )
         return Path(done["folder"])
 
     def split_file(self, split: str) -> str:
@@ -141,26 +177,47 @@ class Workspace:
         def go(folder: Path) -> dict:
             estimator = folder / "estimator"
             _copy(self.exported(run) / "estimator", estimator)
-            calibrate(estimator=str(estimator), dev=self.split_file("dev"), test=self.split_file("test"),
-                      out=str(folder), top_k=top_k, depth=depth)
-            return {"estimator": str(estimator),
-                    "report": json.loads((folder / "calibration_report.json").read_text())}
+            calibrate(
+                estimator=str(estimator),
+                dev=self.split_file("dev"),
+                test=self.split_file("test"),
+                out=str(folder),
+                top_k=top_k,
+                depth=depth,
+            )
+            return {"estimator": str(estimator), "report": json.loads((folder / "calibration_report.json").read_text())}
 
         return self.step("calibrate", [run["checkpoint"], top_k, depth], go)
 
-    def predictions(self, run: dict, split: str, top_k: int, depth: int | None = None, calibrated: bool = True,
-                    mode: str = "rag", llm: str | None = None) -> list[dict]:
+    def predictions(
+        self,
+        run: dict,
+        split: str,
+        top_k: int,
+        depth: int | None = None,
+        calibrated: bool = True,
+        mode: str = "rag",
+        llm: str | None = None,
+    ) -> list[dict]:
         """`rerag predict-file` on a split, with the calibrated RE (or the raw one)."""
         from rerag.cli import predict_file
 
         def go(folder: Path) -> dict:
-            estimator = (self.calibrated(run, top_k, depth)["estimator"] if calibrated
-                         else str(self.exported(run) / "estimator"))
+            estimator = (
+                self.calibrated(run, top_k, depth)["estimator"] if calibrated else str(self.exported(run) / "estimator")
+            )
             export_dir = folder / "model"
             _link(Path(estimator), export_dir / "estimator")
             _link(self.exported(run) / "generator", export_dir / "generator")
-            predict_file(input=self.split_file(split), output=str(folder / "predictions.jsonl"),
-                         export_dir=str(export_dir), top_k=top_k, depth=depth, mode=mode, llm=llm)
+            predict_file(
+                input=self.split_file(split),
+                output=str(folder / "predictions.jsonl"),
+                export_dir=str(export_dir),
+                top_k=top_k,
+                depth=depth,
+                mode=mode,
+                llm=llm,
+            )
             return {"predictions": str(folder / "predictions.jsonl")}
 
         done = self.step("predict", [run["checkpoint"], split, top_k, depth, calibrated, mode, llm], go)
@@ -186,8 +243,14 @@ def _fit(config: Path, overrides: dict[str, Any], folder: Path, test: bool) -> d
     from rerag.callbacks import LearningCurve, MetricsWriter
     from rerag.cli import fit_cli
 
-    args = ["--config", str(config), "--trainer.default_root_dir", str(folder),
-            "--trainer.logger.init_args.save_dir", str(folder)]
+    args = [
+        "--config",
+        str(config),
+        "--trainer.default_root_dir",
+        str(folder),
+        "--trainer.logger.init_args.save_dir",
+        str(folder),
+    ]
     for name, value in overrides.items():
         args += [f"--{name}", json.dumps(value) if not isinstance(value, str) else value]
     cli = fit_cli(args)
@@ -203,5 +266,10 @@ def _fit(config: Path, overrides: dict[str, Any], folder: Path, test: bool) -> d
     best = trainer.checkpoint_callback.best_model_path or str(folder / "checkpoints" / "last.ckpt")
     val = {k: float(v) for k, v in trainer.callback_metrics.items() if k.startswith("val/")}
     tested = trainer.test(model, datamodule=data, ckpt_path=best, verbose=False)[0] if test else {}
-    return {"checkpoint": best, "steps": trainer.global_step, "seed": cli.config.get("seed_everything"),
-            "val": val, "test": {k: float(v) for k, v in tested.items()}}
+    return {
+        "checkpoint": best,
+        "steps": trainer.global_step,
+        "seed": cli.config.get("seed_everything"),
+        "val": val,
+        "test": {k: float(v) for k, v in tested.items()},
+    }

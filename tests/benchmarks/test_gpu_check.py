@@ -1,5 +1,6 @@
 """benchmarks/gpu_check.py: its CPU dry run writes every part's table, and a part that fails or
 runs out of time writes why without stopping the others. Offline: toy models and a toy world."""
+
 import importlib.util
 import re
 import subprocess
@@ -18,8 +19,13 @@ def run_gpu_check(out: Path, *args: str, env_extra: dict | None = None) -> subpr
     import os
 
     env = {**os.environ, **(env_extra or {})}
-    return subprocess.run([sys.executable, str(SCRIPT), "--cpu-dry-run", "--out", str(out), *args],
-                          capture_output=True, text=True, env=env, timeout=600)
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), "--cpu-dry-run", "--out", str(out), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
 
 
 def part_file(out: Path, index: int, name: str) -> str:
@@ -83,9 +89,11 @@ def test_gpu_parts_import_without_the_demo_dependencies():
     # The GPU machines lack datasets, jsonargparse and bm25s: the models and losses must not load them.
     import os
 
-    code = ("import sys, kernels, rerag.losses, rerag.models.estimator, rerag.models.generator\n"
-            "import eor, rerag.demo.world\n"  # bm25s (and with it JAX) loads where BM25 runs
-            "print(sorted(m for m in ('datasets', 'jsonargparse', 'bm25s') if m in sys.modules))")
+    code = (
+        "import sys, kernels, rerag.losses, rerag.models.estimator, rerag.models.generator\n"
+        "import eor, rerag.demo.world\n"  # bm25s (and with it JAX) loads where BM25 runs
+        "print(sorted(m for m in ('datasets', 'jsonargparse', 'bm25s') if m in sys.modules))"
+    )
     repo = str(SCRIPT.parents[1])
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([repo, os.environ.get("PYTHONPATH", "")])}
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=repo)

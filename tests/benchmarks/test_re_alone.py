@@ -1,6 +1,7 @@
 """benchmarks/re_alone.py: the RE alone against a fixed generator, on a tiny causal shared-base
 config: it trains only the RE's adapter, caches F_ij across calls, and takes the generator from a
 checkpoint. Offline: tiny Llama, the tiny world."""
+
 import importlib.util
 import subprocess
 import sys
@@ -21,17 +22,43 @@ spec.loader.exec_module(re_alone)
 
 def write_config(path: Path, world: Path, tokenizer: str) -> Path:
     lora = {"r": 4, "alpha": 8, "dropout": 0.0, "target_modules": ["q_proj", "v_proj"]}
-    path.write_text(yaml.safe_dump({
-        "seed_everything": 0,
-        "trainer": {"accelerator": "cpu", "logger": False, "enable_checkpointing": False,
-                    "accumulate_grad_batches": 2, "gradient_clip_val": 1.0},
-        "model": {"estimator": {"config": TINY_LLAMA}, "re_tokenizer": tokenizer, "generator_tokenizer": tokenizer,
-                  "re_max_length": 96, "generator_max_length": 96, "max_answer_length": 8, "shared_base": True,
-                  "estimator_lora": lora, "generator_lora": lora, "lr": 0.01},
-        "data": {"class_path": "rerag.data.datamodule.RERAGDataModule",
-                 "init_args": {"train_file": str(world / "train.jsonl"), "val_file": str(world / "dev.jsonl"),
-                               "n_train_contexts": 4, "n_eval_contexts": 12, "batch_size": 2, "eval_batch_size": 4}},
-    }))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "seed_everything": 0,
+                "trainer": {
+                    "accelerator": "cpu",
+                    "logger": False,
+                    "enable_checkpointing": False,
+                    "accumulate_grad_batches": 2,
+                    "gradient_clip_val": 1.0,
+                },
+                "model": {
+                    "estimator": {"config": TINY_LLAMA},
+                    "re_tokenizer": tokenizer,
+                    "generator_tokenizer": tokenizer,
+                    "re_max_length": 96,
+                    "generator_max_length": 96,
+                    "max_answer_length": 8,
+                    "shared_base": True,
+                    "estimator_lora": lora,
+                    "generator_lora": lora,
+                    "lr": 0.01,
+                },
+                "data": {
+                    "class_path": "rerag.data.datamodule.RERAGDataModule",
+                    "init_args": {
+                        "train_file": str(world / "train.jsonl"),
+                        "val_file": str(world / "dev.jsonl"),
+                        "n_train_contexts": 4,
+                        "n_eval_contexts": 12,
+                        "batch_size": 2,
+                        "eval_batch_size": 4,
+                    },
+                },
+            }
+        )
+    )
     return path
 
 
@@ -62,8 +89,18 @@ def save_moved(config: Path, path: Path):
 def test_trains_the_re_alone_and_reuses_cached_scores(tmp_path, world_dir, chat_tokenizer_dir):
     config = write_config(tmp_path / "tiny.yaml", world_dir, chat_tokenizer_dir)
     scores = tmp_path / "F.pt"
-    args = ["--config", str(config), "--scores", str(scores), "--steps", "2", "--eval-every", "1",
-            "--dev-questions", "3"]
+    args = [
+        "--config",
+        str(config),
+        "--scores",
+        str(scores),
+        "--steps",
+        "2",
+        "--eval-every",
+        "1",
+        "--dev-questions",
+        "3",
+    ]
     first = run(*args)
     rows = table(first)
     assert [r[0] for r in rows] == ["0", "1", "2"]  # the untrained RE, then each optimizer step
@@ -109,8 +146,15 @@ def test_saved_checkpoint_holds_the_trained_re_and_the_checkpoints_generator(tmp
             if ".generator." in name:
                 p.add_(0.5)  # the joint run's generator
     fit_ckpt = tmp_path / "fit.ckpt"
-    torch.save({"state_dict": joint.state_dict(), "hyper_parameters": dict(joint.hparams),
-                "pytorch-lightning_version": lightning.__version__, "optimizer_states": [{"state": {}}]}, fit_ckpt)
+    torch.save(
+        {
+            "state_dict": joint.state_dict(),
+            "hyper_parameters": dict(joint.hparams),
+            "pytorch-lightning_version": lightning.__version__,
+            "optimizer_states": [{"state": {}}],
+        },
+        fit_ckpt,
+    )
     module, *_ = re_alone.build(config, ["--model.estimator_lora.r", "8"])  # an RE of another shape
     re_alone.load_weights(module, fit_ckpt)
     with torch.no_grad():

@@ -1,5 +1,6 @@
 """Fixtures for the eor tests: a small JSONL corpus and tiny random encoders saved to disk,
 with a word-level tokenizer trained offline by the `tokenizers` library."""
+
 import json
 
 import pytest
@@ -40,8 +41,13 @@ def tokenizer():
         single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", cls), ("[SEP]", sep)]
     )
     fast = PreTrainedTokenizerFast(
-        tokenizer_object=tokenizer, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]", sep_token="[SEP]",
-        mask_token="[MASK]", model_max_length=64,
+        tokenizer_object=tokenizer,
+        unk_token="[UNK]",
+        pad_token="[PAD]",
+        cls_token="[CLS]",
+        sep_token="[SEP]",
+        mask_token="[MASK]",
+        model_max_length=64,
     )
     return fast
 
@@ -50,8 +56,13 @@ def _tiny_bert_config(tokenizer, **extra):
     from transformers import BertConfig
 
     return BertConfig(
-        vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2,
-        num_attention_heads=2, intermediate_size=37, max_position_embeddings=64, **extra,
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=37,
+        max_position_embeddings=64,
+        **extra,
     )
 
 

@@ -4,21 +4,26 @@ import pytest
 from eor import contains, error_decomposition, mrlr, mrwr, oracle_upper_bound, rwr_matrix
 
 # Four retrievers x six questions; r2 is never right, r3 never wrong.
-CORRECT = np.array([
-    [1, 1, 1, 1, 0, 0],
-    [1, 0, 1, 0, 1, 0],
-    [0, 0, 0, 0, 0, 0],
-    [1, 1, 1, 1, 1, 1],
-], dtype=bool)
+CORRECT = np.array(
+    [
+        [1, 1, 1, 1, 0, 0],
+        [1, 0, 1, 0, 1, 0],
+        [0, 0, 0, 0, 0, 0],
+        [1, 1, 1, 1, 1, 1],
+    ],
+    dtype=bool,
+)
 
 
 def test_rwr_matrix_by_hand():
-    expected = np.array([
-        [0, 2 / 3, 4 / 6, 0],  # r0 wins 2 of r1's 3 failures, 4 of r2's 6; r3 never fails (0/0 -> 0)
-        [1 / 2, 0, 3 / 6, 0],
-        [0, 0, 0, 0],  # a retriever with no right answer wins nothing
-        [2 / 2, 3 / 3, 6 / 6, 0],
-    ])
+    expected = np.array(
+        [
+            [0, 2 / 3, 4 / 6, 0],  # r0 wins 2 of r1's 3 failures, 4 of r2's 6; r3 never fails (0/0 -> 0)
+            [1 / 2, 0, 3 / 6, 0],
+            [0, 0, 0, 0],  # a retriever with no right answer wins nothing
+            [2 / 2, 3 / 3, 6 / 6, 0],
+        ]
+    )
     np.testing.assert_allclose(rwr_matrix(CORRECT), expected)
 
 

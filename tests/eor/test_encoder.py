@@ -15,7 +15,10 @@ def test_hf_encoder_mean_pools_and_normalizes(encoder_dir):
 
 
 def test_cls_pooling_differs_from_mean(encoder_dir):
-    mean, cls = Encoder(encoder_dir).encode(["paris is big"]), Encoder(encoder_dir, pooling="cls").encode(["paris is big"])
+    mean, cls = (
+        Encoder(encoder_dir).encode(["paris is big"]),
+        Encoder(encoder_dir, pooling="cls").encode(["paris is big"]),
+    )
     assert not np.allclose(mean, cls)
     with pytest.raises(ValueError, match="pooling"):
         Encoder(encoder_dir, pooling="max")

@@ -76,7 +76,9 @@ def test_correctness_by_containment_credits_sentence_long_answers(pool):
     words = evaluate_eor(*args, first_word_reader, EoRConfig(train_fraction=0.5))
     by_em = evaluate_eor(*args, sentence_reader, EoRConfig(train_fraction=0.5))
     contained = evaluate_eor(*args, sentence_reader, EoRConfig(train_fraction=0.5, correctness="contains"))
-    assert all(v == 0 for v in [*by_em.retriever_em.values(), *by_em.retriever_accuracy.values(), *by_em.mrlr_pool.values()])
+    assert all(
+        v == 0 for v in [*by_em.retriever_em.values(), *by_em.retriever_accuracy.values(), *by_em.mrlr_pool.values()]
+    )
     assert contained.retriever_em == by_em.retriever_em  # EM is reported as it is
     assert contained.retriever_accuracy == words.retriever_accuracy == words.retriever_em
     assert contained.mrlr_pool == words.mrlr_pool and any(v > 0 for v in contained.mrlr_pool.values())

@@ -10,9 +10,7 @@ def noisy_pool(num_questions=150, seed=0):
     answer one of two wrong answers, so they often outvote retriever 0 together."""
     rng = np.random.default_rng(seed)
     gold = [f"answer {i}" for i in range(num_questions)]
-    rows = [list(gold)] + [
-        [g if rng.random() < 0.4 else f"wrong {rng.integers(2)}" for g in gold] for _ in range(3)
-    ]
+    rows = [list(gold)] + [[g if rng.random() < 0.4 else f"wrong {rng.integers(2)}" for g in gold] for _ in range(3)]
     correct = np.array([[a == g for a, g in zip(row, gold)] for row in rows])
     return rows, correct, similarity_tensor(rows, [ExactMatch(), TokenF1()])
 

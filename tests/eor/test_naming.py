@@ -19,9 +19,23 @@ def registry():
 
 
 NAMES = [
-    "BM25", "ReFree", "BM25@5", "BM25@RR", "BM25@RR@5", "Dense@10@CP", "BM25@RR@5&Dense@5@CP", "SE@2&Dense@5",
-    "SE&Dense&PK", "(SE&Dense@20&PK)@RR@10", "(SE&Dense)@RE@10@CP", "(BM25@20)@RR", "(BM25@CP)&Dense", "(BM25&Dense)&PK",
-    "(BM25@5)@2", "(BM25@CP)@CP", "((BM25@RR@5&Dense@5@CP)&PK)@RR@3@CP",
+    "BM25",
+    "ReFree",
+    "BM25@5",
+    "BM25@RR",
+    "BM25@RR@5",
+    "Dense@10@CP",
+    "BM25@RR@5&Dense@5@CP",
+    "SE@2&Dense@5",
+    "SE&Dense&PK",
+    "(SE&Dense@20&PK)@RR@10",
+    "(SE&Dense)@RE@10@CP",
+    "(BM25@20)@RR",
+    "(BM25@CP)&Dense",
+    "(BM25&Dense)&PK",
+    "(BM25@5)@2",
+    "(BM25@CP)@CP",
+    "((BM25@RR@5&Dense@5@CP)&PK)@RR@3@CP",
 ]
 
 

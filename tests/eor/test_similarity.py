@@ -3,7 +3,13 @@ import pytest
 import torch
 
 from eor import (
-    BERTScore, EmbeddingSimilarity, ExactMatch, NLIEntailment, TokenF1, build_metric, similarity_tensor,
+    BERTScore,
+    EmbeddingSimilarity,
+    ExactMatch,
+    NLIEntailment,
+    TokenF1,
+    build_metric,
+    similarity_tensor,
 )
 
 
@@ -40,7 +46,9 @@ def test_each_distinct_pair_is_scored_once(symmetric):
 
 def test_bertscore_with_a_local_encoder(encoder_dir):
     metric = BERTScore(encoder_dir)
-    scores = metric(["paris", "the capital of italy is rome", "nile"], ["paris", "the capital of italy is rome", "everest"])
+    scores = metric(
+        ["paris", "the capital of italy is rome", "nile"], ["paris", "the capital of italy is rome", "everest"]
+    )
     assert scores.shape == (3,)
     np.testing.assert_allclose(scores[:2], 1.0, atol=1e-4)
     assert scores[2] < 0.9999
@@ -57,7 +65,10 @@ def test_nli_entailment_reads_premise_from_the_other_answer(nli_dir):
     metric = NLIEntailment(nli_dir)
     assert metric.entailment_index == 1 and not metric.symmetric
     scores = metric(["paris", "rome is big"], ["paris france", "nile"])
-    tokenizer, model = AutoTokenizer.from_pretrained(nli_dir), AutoModelForSequenceClassification.from_pretrained(nli_dir)
+    tokenizer, model = (
+        AutoTokenizer.from_pretrained(nli_dir),
+        AutoModelForSequenceClassification.from_pretrained(nli_dir),
+    )
     with torch.no_grad():
         expected = model(**tokenizer(["paris france"], ["paris"], return_tensors="pt")).logits.softmax(-1)[0, 1]
     assert scores[0] == pytest.approx(expected.item(), abs=1e-5) and np.all((0 <= scores) & (scores <= 1))

@@ -42,14 +42,20 @@ def test_voter_scores_weight_metrics_and_retrievers():
     assert select(scores, torch.tensor([0.6, 0.2, 0.3, 0.05])).tolist() == [0]
 
 
-@pytest.mark.parametrize("pooling, retrievers, answers", [
-    # plurality: counts over all four answers are Paris 0, Lyon 1 (D agrees), Marseille 0, so B wins;
-    # dropping D from the pools would leave all counts 0, a tie the heavier A would win.
-    ("plurality", {"A": 0.5, "B": 0.3, "C": 0.2, "D": 0.05},
-     {"A": ["Paris"], "B": ["Lyon"], "C": ["Marseille"], "D": ["Lyon"]}),
-    # majority: B's 1 vote (from D) of N = 2 others is a majority; without D, N = 1 and no one has one.
-    ("majority", {"A": 0.5, "B": 0.3, "D": 0.05}, {"A": ["Paris"], "B": ["Lyon"], "D": ["Lyon"]}),
-])
+@pytest.mark.parametrize(
+    "pooling, retrievers, answers",
+    [
+        # plurality: counts over all four answers are Paris 0, Lyon 1 (D agrees), Marseille 0, so B wins;
+        # dropping D from the pools would leave all counts 0, a tie the heavier A would win.
+        (
+            "plurality",
+            {"A": 0.5, "B": 0.3, "C": 0.2, "D": 0.05},
+            {"A": ["Paris"], "B": ["Lyon"], "C": ["Marseille"], "D": ["Lyon"]},
+        ),
+        # majority: B's 1 vote (from D) of N = 2 others is a majority; without D, N = 1 and no one has one.
+        ("majority", {"A": 0.5, "B": 0.3, "D": 0.05}, {"A": ["Paris"], "B": ["Lyon"], "D": ["Lyon"]}),
+    ],
+)
 def test_excluded_retriever_still_votes_in_the_others_pools(pooling, retrievers, answers):
     # Section 4.2 replaces w^r_m by w^r_m I{w^r_m > t} in eq. 7: D (w^r 0.05 <= t) cannot answer, but
     # its answer stays among the y_n, n != m, that the others are pooled over (appendix C.4).

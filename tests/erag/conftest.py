@@ -1,4 +1,5 @@
 """Tiny random models built from configs, with a word-level tokenizer trained offline."""
+
 import pytest
 import torch
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers
@@ -31,9 +32,16 @@ def t5():
     torch.manual_seed(0)
     tokenizer = make_tokenizer()
     config = T5Config(
-        vocab_size=len(tokenizer), d_model=32, d_ff=64, d_kv=8, num_layers=2, num_heads=4,
-        pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,
-        decoder_start_token_id=tokenizer.pad_token_id, initializer_factor=5.0,  # outputs depend on inputs
+        vocab_size=len(tokenizer),
+        d_model=32,
+        d_ff=64,
+        d_kv=8,
+        num_layers=2,
+        num_heads=4,
+        pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        decoder_start_token_id=tokenizer.pad_token_id,
+        initializer_factor=5.0,  # outputs depend on inputs
     )
     return T5ForConditionalGeneration(config).eval(), tokenizer
 
@@ -44,8 +52,14 @@ def llama():
     tokenizer = make_tokenizer()
     tokenizer.chat_template = CHAT_TEMPLATE
     config = LlamaConfig(
-        vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, pad_token_id=tokenizer.pad_token_id,
-        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
     )
     return LlamaForCausalLM(config).eval(), tokenizer

@@ -1,4 +1,5 @@
 """eRAG annotation (eq. 1): one single-document reader call per (query, document), batched."""
+
 import pytest
 
 import erag

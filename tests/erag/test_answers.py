@@ -1,4 +1,5 @@
 """The one definition of answer text: SQuAD normalization, EM, token F1, DPR has-answer."""
+
 import pytest
 
 from erag.answers import exact_match, has_answer, normalize_answer, token_f1

@@ -1,4 +1,5 @@
 """Baseline labelings: containing the answer, LLM judge."""
+
 from erag.baselines import contains_answer_labels, llm_judge_labels, parse_yes_no
 
 

@@ -1,4 +1,5 @@
 """ERAGCallback logs erag/<metric> during a tiny Lightning fit."""
+
 import lightning.pytorch as pl
 import pytest
 import torch
@@ -36,8 +37,15 @@ class BoringModel(pl.LightningModule):
 def fit(callback, tmp_path, epochs):
     data = DataLoader(TensorDataset(torch.randn(8, 4)), batch_size=4)
     trainer = pl.Trainer(
-        max_epochs=epochs, accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
-        enable_progress_bar=False, enable_model_summary=False, default_root_dir=tmp_path, callbacks=[callback],
+        max_epochs=epochs,
+        accelerator="cpu",
+        devices=1,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        default_root_dir=tmp_path,
+        callbacks=[callback],
     )
     trainer.fit(BoringModel(), data, data)
     return trainer

@@ -1,4 +1,5 @@
 """Kendall's tau and Spearman's rho between per-query metrics and end-to-end scores."""
+
 import math
 
 import pytest

@@ -1,4 +1,5 @@
 """Downstream metrics E_M: FEVER label accuracy, ROUGE-L, name lookup (EM and F1: test_answers.py)."""
+
 import pytest
 
 from erag.answers import exact_match
@@ -33,7 +34,9 @@ def test_lookup_by_name_and_callable():
     assert get_downstream_metric("em") is exact_match
     custom = lambda prediction, references: 1.0  # noqa: E731
     assert get_downstream_metric(custom) is custom
-    with pytest.raises(ValueError, match=r"unknown downstream metric 'bleu'.*'accuracy', 'contains', 'em', 'f1', 'rougeL'"):
+    with pytest.raises(
+        ValueError, match=r"unknown downstream metric 'bleu'.*'accuracy', 'contains', 'em', 'f1', 'rougeL'"
+    ):
         get_downstream_metric("bleu")
 
 

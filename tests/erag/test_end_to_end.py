@@ -1,4 +1,5 @@
 """End-to-end scores and their correlation with eRAG and the baseline labelings."""
+
 import math
 
 import pytest
@@ -39,14 +40,20 @@ def test_comparison_with_baselines():
         return ["yes"] * len(questions)
 
     result = compare_with_end_to_end(
-        RETRIEVAL, EXPECTED, reader, "em", ["MRR", "P@1"], provenance_labels=provenance, judge=judge,
+        RETRIEVAL,
+        EXPECTED,
+        reader,
+        "em",
+        ["MRR", "P@1"],
+        provenance_labels=provenance,
+        judge=judge,
         contains_answer=False,
     )
     assert set(result["labelings"]) == {"erag", "provenance", "llm_judge"}
     assert result["labelings"]["erag"]["labels"]["c"] == [0.0, 0.0, 1.0]
     # eRAG MRR per query: 1, 1/2, 1/3, 0 against end-to-end 1, 1, 0, 0: 4 concordant pairs, none
     # discordant, 2 of 6 pairs tied in y: tau-b = 4 / sqrt(6 * 4).
-    assert result["correlation"]["erag"]["MRR"]["kendall_tau"] == pytest.approx(4 / 24 ** 0.5)
+    assert result["correlation"]["erag"]["MRR"]["kendall_tau"] == pytest.approx(4 / 24**0.5)
     # Provenance MRR: 1/3, 1/2, 1, 0: 2 concordant, 2 discordant pairs.
     assert result["correlation"]["provenance"]["MRR"]["kendall_tau"] == pytest.approx(0.0)
     # The judge says yes to everything: constant MRR, undefined correlation.

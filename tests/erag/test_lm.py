@@ -1,10 +1,18 @@
 """The tensor-level pieces of erag.lm on tiny random models: prompts, answers, F, generation, adapters."""
+
 import pytest
 import torch
 from peft import LoraConfig, TaskType, get_peft_model
 
-from erag.lm import (BASE_ADAPTER, adapter_scope, answer_loglik, encode_answers, encode_prompts, generate_answers,
-                     left_padded)
+from erag.lm import (
+    BASE_ADAPTER,
+    adapter_scope,
+    answer_loglik,
+    encode_answers,
+    encode_prompts,
+    generate_answers,
+    left_padded,
+)
 
 PROMPTS = ["what is the capital of france", "paris"]
 
@@ -63,8 +71,9 @@ def test_generated_answers_score_as_teacher_forced(kind, request):
 
 def test_adapter_scope_runs_one_adapter_and_keeps_both_trainable(llama):
     model, tok = llama
-    config = LoraConfig(r=2, lora_alpha=4, target_modules=["q_proj", "v_proj"], task_type=TaskType.CAUSAL_LM,
-                        init_lora_weights=False)  # random B: each adapter changes the output
+    config = LoraConfig(
+        r=2, lora_alpha=4, target_modules=["q_proj", "v_proj"], task_type=TaskType.CAUSAL_LM, init_lora_weights=False
+    )  # random B: each adapter changes the output
     model = get_peft_model(model, config, adapter_name="a")
     model.add_adapter("b", config)
     for name, p in model.named_parameters():

@@ -1,4 +1,5 @@
 """Progress for log files: timed newline lines when the stream is not a terminal."""
+
 import io
 
 from erag.progress import clock, progress, progress_line

@@ -1,9 +1,11 @@
 """HFReader over tiny random models built from configs, with a tokenizer trained offline."""
+
 import pytest
 
 import erag
 from erag.readers import HFReader
 from tests.erag.conftest import CONTEXTS, QUESTIONS
+
 
 def test_t5_reader_is_batched_and_deterministic(t5):
     reader = HFReader(*t5, max_new_tokens=4)

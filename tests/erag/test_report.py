@@ -1,12 +1,15 @@
 """JSON report and per-query scatter."""
+
 import json
 
 import pytest
 
 from erag import compare_with_end_to_end, evaluate, write_report
 
-RETRIEVAL = {qid: {"question": "q", "documents": docs} for qid, docs in
-             {"a": ["GOOD", "x"], "b": ["x", "GOOD"], "c": ["x", "x"]}.items()}
+RETRIEVAL = {
+    qid: {"question": "q", "documents": docs}
+    for qid, docs in {"a": ["GOOD", "x"], "b": ["x", "GOOD"], "c": ["x", "x"]}.items()
+}
 EXPECTED = {qid: ["yes"] for qid in RETRIEVAL}
 
 

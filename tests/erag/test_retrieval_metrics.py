@@ -1,4 +1,5 @@
 """Retrieval metrics over eRAG labels, checked against values computed by hand."""
+
 import math
 
 import pytest
@@ -12,10 +13,26 @@ def test_binary_labels_match_hand_computed_values():
     labels = {"q1": [1, 0, 1, 0, 0], "q2": [0, 0, 0, 1, 0], "q3": [0, 0, 0, 0, 0]}
     result = score_labels(labels, ["P@2", "P@10", "R@2", "MAP", "MRR", "NDCG@3", "Hit@3", "Hit@5"])
     expected = {
-        "q1": {"P@2": 1 / 2, "P@10": 2 / 10, "R@2": 1 / 2, "MAP": (1 + 2 / 3) / 2, "MRR": 1.0,
-               "NDCG@3": (1 + 1 / 2) / (1 + 1 / LOG2_3), "Hit@3": 1.0, "Hit@5": 1.0},
-        "q2": {"P@2": 0.0, "P@10": 1 / 10, "R@2": 0.0, "MAP": 1 / 4, "MRR": 1 / 4,
-               "NDCG@3": 0.0, "Hit@3": 0.0, "Hit@5": 1.0},
+        "q1": {
+            "P@2": 1 / 2,
+            "P@10": 2 / 10,
+            "R@2": 1 / 2,
+            "MAP": (1 + 2 / 3) / 2,
+            "MRR": 1.0,
+            "NDCG@3": (1 + 1 / 2) / (1 + 1 / LOG2_3),
+            "Hit@3": 1.0,
+            "Hit@5": 1.0,
+        },
+        "q2": {
+            "P@2": 0.0,
+            "P@10": 1 / 10,
+            "R@2": 0.0,
+            "MAP": 1 / 4,
+            "MRR": 1 / 4,
+            "NDCG@3": 0.0,
+            "Hit@3": 0.0,
+            "Hit@5": 1.0,
+        },
         "q3": {name: 0.0 for name in ["P@2", "P@10", "R@2", "MAP", "MRR", "NDCG@3", "Hit@3", "Hit@5"]},
     }
     for qid, values in expected.items():
@@ -33,8 +50,9 @@ def test_map_cut_divides_by_all_relevant_documents_as_trec_eval():
     # trec_eval map_cut.k: (sum of precision@i at relevant ranks i <= k) / R, R = 3 relevant in the list.
     # Dividing by the relevant documents in the top k would give 1/2 (and by min(k, R), 1/4).
     result = score_labels({"q": [0, 1, 1, 1], "r": [1, 0, 0, 1]}, ["MAP@2", "MAP@3", "MAP"])["per_query"]
-    assert result["q"] == pytest.approx({"MAP@2": (1 / 2) / 3, "MAP@3": (1 / 2 + 2 / 3) / 3,
-                                         "MAP": (1 / 2 + 2 / 3 + 3 / 4) / 3})
+    assert result["q"] == pytest.approx(
+        {"MAP@2": (1 / 2) / 3, "MAP@3": (1 / 2 + 2 / 3) / 3, "MAP": (1 / 2 + 2 / 3 + 3 / 4) / 3}
+    )
     assert result["r"] == pytest.approx({"MAP@2": 1 / 2, "MAP@3": 1 / 2, "MAP": (1 + 2 / 4) / 2})
 
 
@@ -42,8 +60,13 @@ def test_graded_labels_use_mean_for_precision_and_max_for_hit():
     labels = {"q1": [0.5, 1.0, 0.0], "q2": [0.0, 0.0, 0.2], "q3": [0.8, 0.8, 0.8]}
     result = score_labels(labels, ["P@2", "Hit@2", "NDCG@2", "NDCG", "P"])
     expected = {
-        "q1": {"P@2": 0.75, "Hit@2": 1.0, "NDCG@2": (0.5 + 1 / LOG2_3) / (1 + 0.5 / LOG2_3),
-               "NDCG": (0.5 + 1 / LOG2_3) / (1 + 0.5 / LOG2_3), "P": 0.5},
+        "q1": {
+            "P@2": 0.75,
+            "Hit@2": 1.0,
+            "NDCG@2": (0.5 + 1 / LOG2_3) / (1 + 0.5 / LOG2_3),
+            "NDCG": (0.5 + 1 / LOG2_3) / (1 + 0.5 / LOG2_3),
+            "P": 0.5,
+        },
         "q2": {"P@2": 0.0, "Hit@2": 0.0, "NDCG@2": 0.0, "NDCG": (0.2 / 2) / 0.2, "P": 0.2 / 3},
         "q3": {"P@2": 0.8, "Hit@2": 0.8, "NDCG@2": 1.0, "NDCG": 1.0, "P": 0.8},
     }

@@ -1,5 +1,6 @@
 """kernels: the Triton paths (run by Triton's interpreter, TRITON_INTERPRET=1 from conftest.py)
 against the eager reference, plus dispatch, import without Triton, and the HF `kernels` clash."""
+
 import os
 import subprocess
 import sys

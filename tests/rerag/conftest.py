@@ -1,4 +1,5 @@
 """Fixtures for the RE-RAG tests: a tiny synthetic world, a tokenizer trained on it, tiny T5s."""
+
 from __future__ import annotations
 
 import pytest
@@ -7,16 +8,35 @@ from rerag.demo.world import WorldConfig, build_world, write_world
 from rerag.demo.tokenizer import train_tokenizer
 from rerag.models.loading import ModelSpec
 
-TINY_T5 = dict(model_type="t5", d_model=32, d_ff=64, d_kv=8, num_heads=4, num_layers=1,
-               num_decoder_layers=1, dropout_rate=0.0)
+TINY_T5 = dict(
+    model_type="t5", d_model=32, d_ff=64, d_kv=8, num_heads=4, num_layers=1, num_decoder_layers=1, dropout_rate=0.0
+)
 # A tiny decoder-only LM and a chat template, as SmolLM2-style models have (special turn markers;
 # the end of a turn is the EOS token).
-TINY_LLAMA = dict(model_type="llama", hidden_size=32, intermediate_size=64, num_hidden_layers=1,
-                  num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512, bos_token_id=None)
-CHAT_TEMPLATE = ("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
-                 "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
-TINY_WORLD = WorldConfig(seed=1, n_train_people=12, n_dev_people=3, n_test_people=3, n_cities=10,
-                         n_guilds=6, n_train_contexts=4, n_eval_contexts=12)
+TINY_LLAMA = dict(
+    model_type="llama",
+    hidden_size=32,
+    intermediate_size=64,
+    num_hidden_layers=1,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    max_position_embeddings=512,
+    bos_token_id=None,
+)
+CHAT_TEMPLATE = (
+    "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+TINY_WORLD = WorldConfig(
+    seed=1,
+    n_train_people=12,
+    n_dev_people=3,
+    n_test_people=3,
+    n_cities=10,
+    n_guilds=6,
+    n_train_contexts=4,
+    n_eval_contexts=12,
+)
 
 
 @pytest.fixture
@@ -56,31 +76,63 @@ def chat_tokenizer_dir(tokenizer_dir, tmp_path_factory):
 @pytest.fixture
 def causal_module_kwargs(chat_tokenizer_dir):
     """Causal RE and causal generator, each its own tiny Llama."""
-    return dict(estimator=ModelSpec(config=TINY_LLAMA), generator=ModelSpec(config=TINY_LLAMA),
-                re_tokenizer=chat_tokenizer_dir, generator_tokenizer=chat_tokenizer_dir, re_max_length=96,
-                generator_max_length=96, max_answer_length=8, val_top_k=3, test_top_k=3, recall_ks=[1, 5])
+    return dict(
+        estimator=ModelSpec(config=TINY_LLAMA),
+        generator=ModelSpec(config=TINY_LLAMA),
+        re_tokenizer=chat_tokenizer_dir,
+        generator_tokenizer=chat_tokenizer_dir,
+        re_max_length=96,
+        generator_max_length=96,
+        max_answer_length=8,
+        val_top_k=3,
+        test_top_k=3,
+        recall_ks=[1, 5],
+    )
 
 
 @pytest.fixture
 def causal_data_kwargs(data_kwargs, chat_tokenizer_dir):
-    return {**data_kwargs, "re_tokenizer": chat_tokenizer_dir, "generator_tokenizer": chat_tokenizer_dir,
-            "re_max_length": 96, "generator_max_length": 96}
+    return {
+        **data_kwargs,
+        "re_tokenizer": chat_tokenizer_dir,
+        "generator_tokenizer": chat_tokenizer_dir,
+        "re_max_length": 96,
+        "generator_max_length": 96,
+    }
 
 
 @pytest.fixture
 def module_kwargs(tokenizer_dir):
-    return dict(estimator=ModelSpec(config=TINY_T5), generator=ModelSpec(config=TINY_T5),
-                re_tokenizer=tokenizer_dir, generator_tokenizer=tokenizer_dir, re_max_length=64,
-                generator_max_length=64, max_answer_length=8, val_top_k=3, test_top_k=3, recall_ks=[1, 5])
+    return dict(
+        estimator=ModelSpec(config=TINY_T5),
+        generator=ModelSpec(config=TINY_T5),
+        re_tokenizer=tokenizer_dir,
+        generator_tokenizer=tokenizer_dir,
+        re_max_length=64,
+        generator_max_length=64,
+        max_answer_length=8,
+        val_top_k=3,
+        test_top_k=3,
+        recall_ks=[1, 5],
+    )
 
 
 @pytest.fixture
 def data_kwargs(world_dir, tokenizer_dir):
-    return dict(train_file=str(world_dir / "train.jsonl"), val_file=str(world_dir / "dev.jsonl"),
-                test_file=str(world_dir / "test.jsonl"), re_tokenizer=tokenizer_dir,
-                generator_tokenizer=tokenizer_dir, re_max_length=64, generator_max_length=64,
-                max_answer_length=8, n_train_contexts=4, n_eval_contexts=12, batch_size=4,
-                eval_batch_size=4)
+    return dict(
+        train_file=str(world_dir / "train.jsonl"),
+        val_file=str(world_dir / "dev.jsonl"),
+        test_file=str(world_dir / "test.jsonl"),
+        re_tokenizer=tokenizer_dir,
+        generator_tokenizer=tokenizer_dir,
+        re_max_length=64,
+        generator_max_length=64,
+        max_answer_length=8,
+        n_train_contexts=4,
+        n_eval_contexts=12,
+        batch_size=4,
+        eval_batch_size=4,
+    )
 
 
 @pytest.fixture(scope="session")
@@ -94,15 +146,39 @@ def trained_checkpoint(tmp_path_factory, world_dir, tokenizer_dir):
 
     out = tmp_path_factory.mktemp("trained")
     L.seed_everything(0)
-    module = RERAGModule(ModelSpec(config=TINY_T5), ModelSpec(config=TINY_T5), tokenizer_dir, tokenizer_dir,
-                         re_max_length=64, generator_max_length=64, max_answer_length=8, val_top_k=3,
-                         test_top_k=3, recall_ks=[1, 5])
-    data = RERAGDataModule(train_file=str(world_dir / "train.jsonl"), re_tokenizer=tokenizer_dir,
-                           generator_tokenizer=tokenizer_dir, re_max_length=64, generator_max_length=64,
-                           max_answer_length=8, n_train_contexts=4, batch_size=4)
-    L.Trainer(accelerator="cpu", devices=1, max_steps=2, limit_val_batches=0, logger=False, enable_progress_bar=False,
-              enable_model_summary=False, callbacks=[ModelCheckpoint(dirpath=out, save_last=True)],
-              default_root_dir=out).fit(module, datamodule=data)
+    module = RERAGModule(
+        ModelSpec(config=TINY_T5),
+        ModelSpec(config=TINY_T5),
+        tokenizer_dir,
+        tokenizer_dir,
+        re_max_length=64,
+        generator_max_length=64,
+        max_answer_length=8,
+        val_top_k=3,
+        test_top_k=3,
+        recall_ks=[1, 5],
+    )
+    data = RERAGDataModule(
+        train_file=str(world_dir / "train.jsonl"),
+        re_tokenizer=tokenizer_dir,
+        generator_tokenizer=tokenizer_dir,
+        re_max_length=64,
+        generator_max_length=64,
+        max_answer_length=8,
+        n_train_contexts=4,
+        batch_size=4,
+    )
+    L.Trainer(
+        accelerator="cpu",
+        devices=1,
+        max_steps=2,
+        limit_val_batches=0,
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        callbacks=[ModelCheckpoint(dirpath=out, save_last=True)],
+        default_root_dir=out,
+    ).fit(module, datamodule=data)
     return str(out / "last.ckpt")
 
 

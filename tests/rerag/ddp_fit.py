@@ -3,6 +3,7 @@
 Rank zero writes the synced validation metrics and the final weights for the test to compare
 with a single-process validation. Lightning re-launches this script for rank 1, so it must
 be a file, not `python -c`."""
+
 import json
 import os
 import sys
@@ -20,19 +21,49 @@ if __name__ == "__main__":
     shared_base = sys.argv[5:] == ["shared_base"]  # one base, adapters "re" and "generator" (config: a causal LM)
     L.seed_everything(0)
     lora = LoraSpec(r=2, dropout=0.0) if shared_base else None
-    module = RERAGModule(ModelSpec(config=config), None if shared_base else ModelSpec(config=config), tokenizer_dir,
-                         tokenizer_dir, re_max_length=64, generator_max_length=64, max_answer_length=8, val_top_k=3,
-                         test_top_k=3, recall_ks=[1, 5], lr=1e-2, estimator_lora=lora, generator_lora=lora,
-                         shared_base=shared_base)
+    module = RERAGModule(
+        ModelSpec(config=config),
+        None if shared_base else ModelSpec(config=config),
+        tokenizer_dir,
+        tokenizer_dir,
+        re_max_length=64,
+        generator_max_length=64,
+        max_answer_length=8,
+        val_top_k=3,
+        test_top_k=3,
+        recall_ks=[1, 5],
+        lr=1e-2,
+        estimator_lora=lora,
+        generator_lora=lora,
+        shared_base=shared_base,
+    )
     if os.environ.get("LOCAL_RANK", "0") == "0":  # Lightning re-launches this script for rank 1 with LOCAL_RANK=1
         torch.save(module.state_dict(), f"{out_dir}/initial.pt")
-    data = RERAGDataModule(train_file=f"{world_dir}/train.jsonl", val_file=f"{world_dir}/dev.jsonl",
-                           re_tokenizer=tokenizer_dir, generator_tokenizer=tokenizer_dir, re_max_length=64,
-                           generator_max_length=64, max_answer_length=8, n_train_contexts=4,
-                           n_eval_contexts=12, batch_size=2, eval_batch_size=2)
-    trainer = L.Trainer(accelerator="cpu", devices=2, strategy="ddp", max_epochs=1, limit_train_batches=2,
-                        logger=False, enable_checkpointing=False, enable_progress_bar=False,
-                        enable_model_summary=False, default_root_dir=out_dir)
+    data = RERAGDataModule(
+        train_file=f"{world_dir}/train.jsonl",
+        val_file=f"{world_dir}/dev.jsonl",
+        re_tokenizer=tokenizer_dir,
+        generator_tokenizer=tokenizer_dir,
+        re_max_length=64,
+        generator_max_length=64,
+        max_answer_length=8,
+        n_train_contexts=4,
+        n_eval_contexts=12,
+        batch_size=2,
+        eval_batch_size=2,
+    )
+    trainer = L.Trainer(
+        accelerator="cpu",
+        devices=2,
+        strategy="ddp",
+        max_epochs=1,
+        limit_train_batches=2,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        default_root_dir=out_dir,
+    )
     trainer.fit(module, datamodule=data)
     if trainer.is_global_zero:
         torch.save(module.state_dict(), f"{out_dir}/weights.pt")

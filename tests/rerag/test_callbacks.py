@@ -15,10 +15,18 @@ from rerag.module import RERAGModule
 def fit_with_curve(module_kwargs, data_kwargs, tmp_path, sanity_steps: int) -> LearningCurve:
     L.seed_everything(0)
     curve = LearningCurve(str(tmp_path / "curve"))
-    L.Trainer(accelerator="cpu", max_steps=4, val_check_interval=2, num_sanity_val_steps=sanity_steps, logger=False,
-              enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
-              callbacks=[curve], default_root_dir=tmp_path,
-              ).fit(RERAGModule(**module_kwargs), datamodule=RERAGDataModule(**data_kwargs))
+    L.Trainer(
+        accelerator="cpu",
+        max_steps=4,
+        val_check_interval=2,
+        num_sanity_val_steps=sanity_steps,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        callbacks=[curve],
+        default_root_dir=tmp_path,
+    ).fit(RERAGModule(**module_kwargs), datamodule=RERAGDataModule(**data_kwargs))
     return curve
 
 
@@ -47,12 +55,38 @@ def test_demo_cli_writes_progress_lines_to_a_log_file(tmp_path):
     root = Path(__file__).resolve().parents[2]
     out, data = tmp_path / "out", tmp_path / "data"
     log = tmp_path / "log.txt"
-    command = [sys.executable, "-m", "rerag", "fit", "--config", str(root / "configs" / "demo.yaml"),
-               "--trainer.max_steps", "6", "--trainer.val_check_interval", "3", "--test_after_fit", "true",
-               "--trainer.default_root_dir", str(out), "--trainer.logger", "false", "--trainer.callbacks", "[]",
-               "--trainer.enable_checkpointing", "false", "--progress.interval", "0.2",
-               "--data.init_args.data_dir", str(data), "--data.init_args.world.n_train_people", "10",
-               "--data.init_args.world.n_dev_people", "2", "--data.init_args.world.n_test_people", "2"]
+    command = [
+        sys.executable,
+        "-m",
+        "rerag",
+        "fit",
+        "--config",
+        str(root / "configs" / "demo.yaml"),
+        "--trainer.max_steps",
+        "6",
+        "--trainer.val_check_interval",
+        "3",
+        "--test_after_fit",
+        "true",
+        "--trainer.default_root_dir",
+        str(out),
+        "--trainer.logger",
+        "false",
+        "--trainer.callbacks",
+        "[]",
+        "--trainer.enable_checkpointing",
+        "false",
+        "--progress.interval",
+        "0.2",
+        "--data.init_args.data_dir",
+        str(data),
+        "--data.init_args.world.n_train_people",
+        "10",
+        "--data.init_args.world.n_dev_people",
+        "2",
+        "--data.init_args.world.n_test_people",
+        "2",
+    ]
     with open(log, "w") as f:
         subprocess.run(command, stdout=f, stderr=subprocess.STDOUT, check=True, timeout=600, cwd=tmp_path)
     text = log.read_text()

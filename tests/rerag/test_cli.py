@@ -48,8 +48,12 @@ def test_every_config_field_is_commented():
             body = line.strip()
             # Section keys (`trainer:`) and Lightning's class_path / init_args need no comment;
             # every value does, list items included.
-            if not body or body.startswith("#") or body.endswith(":") or body.startswith(
-                    ("class_path:", "- class_path:", "init_args:")):
+            if (
+                not body
+                or body.startswith("#")
+                or body.endswith(":")
+                or body.startswith(("class_path:", "- class_path:", "init_args:"))
+            ):
                 continue
             assert _has_comment(line), f"{name}:{n} has no comment: {line}"
 
@@ -63,8 +67,16 @@ def test_wandb_logger_config_replaces_the_csv_logger_and_logs_offline(tmp_path, 
     monkeypatch.setenv("WANDB_SILENT", "true")
     monkeypatch.chdir(tmp_path)  # save_dir is relative: the run lands in tmp_path/outputs/wandb
     with pytest.raises(SystemExit) as exit_:
-        main(["fit", "--config", str(ROOT / "configs" / "demo.yaml"),
-              "--config", str(ROOT / "configs" / "loggers" / "wandb.yaml"), "--print_config"])
+        main(
+            [
+                "fit",
+                "--config",
+                str(ROOT / "configs" / "demo.yaml"),
+                "--config",
+                str(ROOT / "configs" / "loggers" / "wandb.yaml"),
+                "--print_config",
+            ]
+        )
     assert exit_.value.code == 0
     logger_config = yaml.safe_load(capsys.readouterr().out)["trainer"]["logger"]
     assert logger_config["class_path"] == "lightning.pytorch.loggers.WandbLogger"  # not a list: CSV is gone

@@ -1,4 +1,5 @@
 """Multi-node and FSDP settings parse through `rerag` and instantiate (running them needs GPUs)."""
+
 import re
 from pathlib import Path
 
@@ -22,9 +23,17 @@ def printed_config(capsys, *argv) -> dict:
 
 
 def test_fsdp_overlay_parses_and_builds_the_strategy(capsys):
-    config = printed_config(capsys, "--config", str(ROOT / "configs" / "nq_t5_base.yaml"),
-                            "--config", str(ROOT / "configs" / "strategies" / "fsdp.yaml"),
-                            "--model.estimator_lora.r", "8", "--model.generator_lora.r", "8")
+    config = printed_config(
+        capsys,
+        "--config",
+        str(ROOT / "configs" / "nq_t5_base.yaml"),
+        "--config",
+        str(ROOT / "configs" / "strategies" / "fsdp.yaml"),
+        "--model.estimator_lora.r",
+        "8",
+        "--model.generator_lora.r",
+        "8",
+    )
     parser = ArgumentParser()
     parser.add_argument("--strategy", type=Strategy)
     strategy = parser.instantiate_classes(parser.parse_object({"strategy": config["trainer"]["strategy"]})).strategy
@@ -35,14 +44,29 @@ def test_fsdp_overlay_parses_and_builds_the_strategy(capsys):
 
 
 def test_two_nodes_of_eight_parse_and_keep_the_effective_batch(capsys):
-    config = printed_config(capsys, "--config", str(ROOT / "configs" / "nq_t5_base.yaml"), "--trainer.num_nodes",
-                            "2", "--trainer.devices", "8", "--trainer.accumulate_grad_batches", "2")
+    config = printed_config(
+        capsys,
+        "--config",
+        str(ROOT / "configs" / "nq_t5_base.yaml"),
+        "--trainer.num_nodes",
+        "2",
+        "--trainer.devices",
+        "8",
+        "--trainer.accumulate_grad_batches",
+        "2",
+    )
     t, d = config["trainer"], config["data"]["init_args"]
     t["devices"] = int(t["devices"])  # trainer.devices is int | str | list: the command line gives a string
     assert t["num_nodes"] * t["devices"] * t["accumulate_grad_batches"] * d["batch_size"] == 64
     # The Trainer accepts the layout (on CPU here: the launch itself happens at fit).
-    trainer = L.Trainer(accelerator="cpu", devices=t["devices"], num_nodes=t["num_nodes"], strategy=t["strategy"],
-                        logger=False, enable_checkpointing=False)
+    trainer = L.Trainer(
+        accelerator="cpu",
+        devices=t["devices"],
+        num_nodes=t["num_nodes"],
+        strategy=t["strategy"],
+        logger=False,
+        enable_checkpointing=False,
+    )
     assert trainer.world_size == 16 and trainer.num_nodes == 2
 
 

@@ -15,16 +15,26 @@ from tests.rerag.conftest import TINY_LLAMA
 @pytest.mark.slow
 def test_ddp_validation_equals_single_process(module_kwargs, data_kwargs, world_dir, tokenizer_dir, tiny_t5, tmp_path):
     script = Path(__file__).with_name("ddp_fit.py")
-    run = subprocess.run([sys.executable, str(script), str(tmp_path), str(world_dir), tokenizer_dir,
-                          json.dumps(tiny_t5)], capture_output=True, text=True, timeout=600)
+    run = subprocess.run(
+        [sys.executable, str(script), str(tmp_path), str(world_dir), tokenizer_dir, json.dumps(tiny_t5)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert run.returncode == 0, run.stderr[-3000:]
     ddp = json.loads((tmp_path / "metrics.json").read_text())
 
     module = RERAGModule(**module_kwargs)
     module.load_state_dict(torch.load(tmp_path / "weights.pt", weights_only=True))
     data = RERAGDataModule(**{**data_kwargs, "eval_batch_size": 2})
-    trainer = L.Trainer(accelerator="cpu", devices=1, logger=False, enable_progress_bar=False,
-                        enable_model_summary=False, default_root_dir=tmp_path)
+    trainer = L.Trainer(
+        accelerator="cpu",
+        devices=1,
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        default_root_dir=tmp_path,
+    )
     (single,) = trainer.validate(module, datamodule=data)
     assert len(ddp) >= 6 and ddp.keys() == single.keys()
     for key in ddp:
@@ -34,8 +44,20 @@ def test_ddp_validation_equals_single_process(module_kwargs, data_kwargs, world_
 @pytest.mark.slow
 def test_ddp_trains_two_adapters_of_one_shared_base(world_dir, chat_tokenizer_dir, tmp_path):
     script = Path(__file__).with_name("ddp_fit.py")
-    run = subprocess.run([sys.executable, str(script), str(tmp_path), str(world_dir), chat_tokenizer_dir,
-                          json.dumps(TINY_LLAMA), "shared_base"], capture_output=True, text=True, timeout=600)
+    run = subprocess.run(
+        [
+            sys.executable,
+            str(script),
+            str(tmp_path),
+            str(world_dir),
+            chat_tokenizer_dir,
+            json.dumps(TINY_LLAMA),
+            "shared_base",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert run.returncode == 0, run.stderr[-3000:]
     before = torch.load(tmp_path / "initial.pt", weights_only=True)
     after = torch.load(tmp_path / "weights.pt", weights_only=True)

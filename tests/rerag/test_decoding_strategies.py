@@ -6,6 +6,7 @@ and 2 generate "Varen" (0.6 and 0.5). Fast: Soltha 0.4 * 0.5 = 0.20, Varen 0.3 *
 Soltha 0.4 * 0.5 + 0.3 * 0.35 + 0.3 * 0.45 = 0.44, Varen 0.4 * 0.1 + 0.3 * 0.6 + 0.3 * 0.5 = 0.37,
 so Soltha.
 """
+
 import math
 
 import pytest
@@ -16,8 +17,14 @@ from rerag.infer.readers import RAGReader
 
 P_RE = torch.tensor([0.4, 0.3, 0.3])
 GENERATED = ["Soltha", "Varen", "the Varen"]  # "the Varen" normalizes to "varen"
-P_G = {("Soltha", 0): 0.5, ("Soltha", 1): 0.35, ("Soltha", 2): 0.45,
-       ("Varen", 0): 0.1, ("Varen", 1): 0.6, ("Varen", 2): 0.5}
+P_G = {
+    ("Soltha", 0): 0.5,
+    ("Soltha", 1): 0.35,
+    ("Soltha", 2): 0.45,
+    ("Varen", 0): 0.1,
+    ("Varen", 1): 0.6,
+    ("Varen", 2): 0.5,
+}
 
 
 def test_fast_and_thorough_pick_different_answers():

@@ -16,8 +16,10 @@ def softmax(row):
 
 
 def test_marginal_nll_by_hand():
-    expected = -sum(math.log(sum(p * math.exp(f) for p, f in zip(softmax(s), fr)))
-                    for s, fr in zip(S.tolist(), F.tolist())) / 2
+    expected = (
+        -sum(math.log(sum(p * math.exp(f) for p, f in zip(softmax(s), fr))) for s, fr in zip(S.tolist(), F.tolist()))
+        / 2
+    )
     assert marginal_nll(S, F).item() == pytest.approx(expected, rel=1e-6)
 
 
@@ -59,7 +61,8 @@ def test_total_is_weighted_sum():
     lp_t, lp_f = torch.log(torch.rand(2, 3) * 0.5), torch.log(torch.rand(2, 3) * 0.5)
     parts = rerag_loss(lp_t, lp_f, F, alpha_re=0.3, alpha_tok=2.0)
     assert parts["loss"].item() == pytest.approx(
-        (parts["loss_gen"] + 0.3 * parts["loss_re"] + 2.0 * parts["loss_tok"]).item(), rel=1e-6)
+        (parts["loss_gen"] + 0.3 * parts["loss_re"] + 2.0 * parts["loss_tok"]).item(), rel=1e-6
+    )
     assert parts["loss_gen"].item() == pytest.approx(marginal_nll(lp_t - lp_f, F).item())
 
 
@@ -89,8 +92,13 @@ def test_extreme_logits_stay_finite():
 
 def test_the_anchor_is_binary_cross_entropy_and_sees_a_shift_the_paper_losses_do_not():
     labels = torch.tensor([[True, False, False], [False, False, True]])
-    expected = -sum(math.log(1 / (1 + math.exp(-x))) if y else math.log(1 - 1 / (1 + math.exp(-x)))
-                    for x, y in zip(S.flatten().tolist(), labels.flatten().tolist())) / 6
+    expected = (
+        -sum(
+            math.log(1 / (1 + math.exp(-x))) if y else math.log(1 - 1 / (1 + math.exp(-x)))
+            for x, y in zip(S.flatten().tolist(), labels.flatten().tolist())
+        )
+        / 6
+    )
     assert has_answer_anchor(S, labels).item() == pytest.approx(expected, rel=1e-6)
     log_p_true, log_p_false = torch.full_like(S, -0.1), -0.1 - S
     plain = rerag_loss(log_p_true, log_p_false, F)
@@ -114,5 +122,6 @@ def test_without_normalization_the_score_is_log_p_true():
     other_false = log_p_false.clone()
     other_false[:, 0] -= 2.0
     assert torch.allclose(rerag_loss(log_p_true, other_false, f, normalized=False)["loss_gen"], ablated["loss_gen"])
-    assert not torch.allclose(rerag_loss(log_p_true, other_false, f)["loss_gen"],
-                              rerag_loss(log_p_true, log_p_false, f)["loss_gen"])
+    assert not torch.allclose(
+        rerag_loss(log_p_true, other_false, f)["loss_gen"], rerag_loss(log_p_true, log_p_false, f)["loss_gen"]
+    )

@@ -17,8 +17,15 @@ def make(module_kwargs, data_kwargs, seed=0):
 
 
 def trainer(tmp_path, **kw):
-    defaults = dict(accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
-                    enable_progress_bar=False, enable_model_summary=False, default_root_dir=tmp_path)
+    defaults = dict(
+        accelerator="cpu",
+        devices=1,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        default_root_dir=tmp_path,
+    )
     return L.Trainer(**{**defaults, **kw})
 
 
@@ -123,7 +130,8 @@ def test_causal_re_and_generator_train_and_evaluate(causal_module_kwargs, causal
     module, data = make(causal_module_kwargs, causal_data_kwargs)
     before = {n: p.detach().clone() for n, p in module.named_parameters()}
     trainer(tmp_path, max_steps=3, limit_val_batches=1, num_sanity_val_steps=0, val_check_interval=3).fit(
-        module, datamodule=data)
+        module, datamodule=data
+    )
     changed = {n.split(".")[0] for n, p in module.named_parameters() if not torch.equal(p, before[n])}
     assert changed == {"estimator", "generator"}
     results = module.results["val"]
@@ -144,8 +152,12 @@ def test_a_frozen_generator_teaches_the_re_alone(causal_module_kwargs, causal_da
 def test_gradient_checkpointing_gives_the_same_gradients(causal_module_kwargs, causal_data_kwargs, lora):
     from rerag.models.lora import LoraSpec
 
-    kwargs = {**causal_module_kwargs, **({"estimator_lora": LoraSpec(r=2, dropout=0.0),
-                                          "generator_lora": LoraSpec(r=2, dropout=0.0)} if lora else {})}
+    kwargs = {
+        **causal_module_kwargs,
+        **(
+            {"estimator_lora": LoraSpec(r=2, dropout=0.0), "generator_lora": LoraSpec(r=2, dropout=0.0)} if lora else {}
+        ),
+    }
     grads = []
     for checkpointing in (False, True):
         module, data = make({**kwargs, "gradient_checkpointing": checkpointing}, causal_data_kwargs)
@@ -213,8 +225,11 @@ def test_the_estimator_can_have_its_own_learning_rate(causal_module_kwargs, shar
     assert re_group["lr"] == 3e-3 and gen_group["lr"] == 1e-4
     re_ids = {id(p) for p in re_group["params"]}
     named = dict(module.named_parameters())
-    assert re_ids == {id(p) for n, p in named.items() if p.requires_grad and n.startswith("estimator.")
-                      and (not shared or ".re." in n)}
+    assert re_ids == {
+        id(p)
+        for n, p in named.items()
+        if p.requires_grad and n.startswith("estimator.") and (not shared or ".re." in n)
+    }
     assert not re_ids & {id(p) for p in gen_group["params"]}
 
 

@@ -15,9 +15,14 @@ class _SearchHandler(BaseHTTPRequestHandler):
 
     def _answer(self, query: str) -> None:
         self.requests.append((self.command, query, self.headers.get("X-API-KEY")))
-        payload = {"data": {"items": [
-            {"url": f"https://example.org/{i}", "name": f"Result {i}", "body": f"{query} answer {i}"} for i in range(5)
-        ]}}
+        payload = {
+            "data": {
+                "items": [
+                    {"url": f"https://example.org/{i}", "name": f"Result {i}", "body": f"{query} answer {i}"}
+                    for i in range(5)
+                ]
+            }
+        }
         body = json.dumps(payload).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
@@ -49,8 +54,15 @@ def server():
 
 def _retriever(endpoint, **options):
     return WebSearchRetriever(
-        endpoint, query_param="query", results_path="data.items", text_field="body", title_field="name",
-        id_field="url", k=3, headers={"X-API-KEY": "secret"}, **options,
+        endpoint,
+        query_param="query",
+        results_path="data.items",
+        text_field="body",
+        title_field="name",
+        id_field="url",
+        k=3,
+        headers={"X-API-KEY": "secret"},
+        **options,
     )
 
 

@@ -7,9 +7,15 @@ import pytest
 from rerag.data.dataset import load_fid_dataset
 from rerag.data.fid_format import FiDFormatError, read_fid
 
-GOOD = {"id": "q1", "question": "where was Ana born?", "answers": ["Soltha"],
-        "ctxs": [{"id": "p1", "title": "Ana", "text": "Ana was born in Soltha.", "score": "3.5"},
-                 {"id": "p2", "title": "Ana", "text": "Ana liked bees.", "score": 1.0}]}
+GOOD = {
+    "id": "q1",
+    "question": "where was Ana born?",
+    "answers": ["Soltha"],
+    "ctxs": [
+        {"id": "p1", "title": "Ana", "text": "Ana was born in Soltha.", "score": "3.5"},
+        {"id": "p2", "title": "Ana", "text": "Ana liked bees.", "score": 1.0},
+    ],
+}
 
 
 def write_jsonl(path, records):
@@ -32,14 +38,17 @@ def bad(**changes):
     return record
 
 
-@pytest.mark.parametrize("record, field", [
-    (bad(answers=KeyError), "answers"),
-    (bad(ctxs=[]), "ctxs"),
-    (bad(ctxs=[{"title": 7, "text": "x"}]), "ctxs[0].title"),
-    (bad(answers="Soltha"), "answers"),
-    (bad(question=""), "question"),
-    (bad(ctxs=[{"title": "t", "text": "x", "score": "high"}]), "ctxs[0].score"),
-])
+@pytest.mark.parametrize(
+    "record, field",
+    [
+        (bad(answers=KeyError), "answers"),
+        (bad(ctxs=[]), "ctxs"),
+        (bad(ctxs=[{"title": 7, "text": "x"}]), "ctxs[0].title"),
+        (bad(answers="Soltha"), "answers"),
+        (bad(question=""), "question"),
+        (bad(ctxs=[{"title": "t", "text": "x", "score": "high"}]), "ctxs[0].score"),
+    ],
+)
 def test_bad_record_names_file_line_and_field(tmp_path, record, field):
     path = write_jsonl(tmp_path / "d.jsonl", numbered(GOOD, GOOD, record))
     with pytest.raises(FiDFormatError, match=re.escape(f"d.jsonl, line 3: field '{field}'")) as err:
@@ -111,8 +120,9 @@ def load(request, tmp_path):
 
 def test_duplicate_id_names_both_places(tmp_path, load):
     path = write_jsonl(tmp_path / "d.jsonl", [GOOD, with_id("q2"), "", with_id("q2")])
-    with pytest.raises(FiDFormatError, match=re.escape(
-            "d.jsonl, line 4: field 'id': duplicate id 'q2'; line 2 already has it")) as err:
+    with pytest.raises(
+        FiDFormatError, match=re.escape("d.jsonl, line 4: field 'id': duplicate id 'q2'; line 2 already has it")
+    ) as err:
         load(path)
     assert (err.value.line, err.value.field) == (4, "id")
     # Not a per-record problem: skipping cannot choose between the two, so it still raises.
@@ -126,9 +136,13 @@ def test_missing_ids_default_to_the_records_position(tmp_path, load):
     assert [r["id"] for r in load(path)] == ["1", "2", "3"]
     # A given id equal to another record's default collides like any duplicate.
     path.write_text(json.dumps([with_id("2"), with_id(KeyError)]))
-    with pytest.raises(FiDFormatError, match=re.escape(
+    with pytest.raises(
+        FiDFormatError,
+        match=re.escape(
             "d.json, record 2, line 1: field 'id': duplicate id '2' (the record has no id; it defaults "
-            "to its position); record 1, line 1 already has it")):
+            "to its position); record 1, line 1 already has it"
+        ),
+    ):
         load(path)
 
 
@@ -136,8 +150,9 @@ def test_missing_ids_default_to_the_records_position(tmp_path, load):
 def test_non_finite_score(tmp_path, load, score):
     record = bad(ctxs=[GOOD["ctxs"][0], {"title": "t", "text": "x", "score": score}])
     path = write_jsonl(tmp_path / "d.jsonl", [GOOD, record])  # json.dumps writes NaN / Infinity
-    with pytest.raises(FiDFormatError, match=re.escape(
-            "d.jsonl, line 2: field 'ctxs[1].score': must be a finite number")) as err:
+    with pytest.raises(
+        FiDFormatError, match=re.escape("d.jsonl, line 2: field 'ctxs[1].score': must be a finite number")
+    ) as err:
         load(path)
     assert (err.value.line, err.value.field) == (2, "ctxs[1].score")
     # A per-record problem: skipped and counted.
@@ -145,18 +160,21 @@ def test_non_finite_score(tmp_path, load, score):
 
 
 def test_non_utf8_byte_names_line_record_and_field(tmp_path, load):
-    latin1 = json.dumps(bad(ctxs=[GOOD["ctxs"][0], {"title": "Ana", "text": "Ana aimait le caf\u00e9."}]),
-                        ensure_ascii=False).encode("latin-1")
+    latin1 = json.dumps(
+        bad(ctxs=[GOOD["ctxs"][0], {"title": "Ana", "text": "Ana aimait le caf\u00e9."}]), ensure_ascii=False
+    ).encode("latin-1")
     path = tmp_path / "d.jsonl"
     path.write_bytes(json.dumps(GOOD).encode() + b"\n" + latin1 + b"\n")
-    with pytest.raises(FiDFormatError, match=re.escape(
-            "d.jsonl, line 2: field 'ctxs[1].text': not valid UTF-8 (byte 0xe9")) as err:
+    with pytest.raises(
+        FiDFormatError, match=re.escape("d.jsonl, line 2: field 'ctxs[1].text': not valid UTF-8 (byte 0xe9")
+    ) as err:
         load(path)
     assert (err.value.line, err.value.field) == (2, "ctxs[1].text")
     path = tmp_path / "d.json"
     path.write_bytes(b"[\n" + json.dumps(GOOD).encode() + b",\n" + latin1 + b"\n]\n")
-    with pytest.raises(FiDFormatError, match=re.escape(
-            "d.json, record 2, line 3: field 'ctxs[1].text': not valid UTF-8 (byte 0xe9")):
+    with pytest.raises(
+        FiDFormatError, match=re.escape("d.json, record 2, line 3: field 'ctxs[1].text': not valid UTF-8 (byte 0xe9")
+    ):
         load(path)
     path.write_bytes(b"[" + json.dumps(GOOD).encode() + b", \xff]")  # the byte breaks the JSON itself
     with pytest.raises(FiDFormatError, match=re.escape("d.json, line 1: not valid UTF-8 (byte 0xff")):
@@ -167,7 +185,9 @@ def test_non_utf8_byte_names_line_record_and_field(tmp_path, load):
 def test_empty_file_is_an_error(tmp_path, load, text):
     path = tmp_path / "d.json"
     path.write_text(text)
-    with pytest.raises(FiDFormatError, match=re.escape("d.json: no records (an empty file or an empty JSON list)")) as err:
+    with pytest.raises(
+        FiDFormatError, match=re.escape("d.json: no records (an empty file or an empty JSON list)")
+    ) as err:
         load(path)
     assert err.value.line is None and err.value.field is None
 
@@ -188,9 +208,15 @@ def test_one_line_json_list_reports_the_record_number(tmp_path, load):
 
 def test_has_answer_is_computed_on_the_passage_text_not_the_title(tmp_path):
     # DPR labels a passage by its text: "Soltha" in the title alone is not a hit.
-    record = {"id": "q1", "question": "where was Ana born?", "answers": ["Soltha"],
-              "ctxs": [{"id": "p1", "title": "Soltha", "text": "A town in the north.", "score": 2.0},
-                       {"id": "p2", "title": "Ana", "text": "Ana was born in Soltha.", "score": 1.0}]}
+    record = {
+        "id": "q1",
+        "question": "where was Ana born?",
+        "answers": ["Soltha"],
+        "ctxs": [
+            {"id": "p1", "title": "Soltha", "text": "A town in the north.", "score": 2.0},
+            {"id": "p2", "title": "Ana", "text": "Ana was born in Soltha.", "score": 1.0},
+        ],
+    }
     [read] = read_fid(write_jsonl(tmp_path / "d.jsonl", [record]))
     assert [c["has_answer"] for c in read["ctxs"]] == [False, True]
 

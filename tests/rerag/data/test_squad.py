@@ -1,4 +1,5 @@
 """The SQuAD builder on a hand-made three-article SQuAD 2.0 file: passages, splits, flags, errors."""
+
 import json
 import re
 
@@ -8,9 +9,11 @@ from rerag.data.fid_format import FiDFormatError, read_fid
 from rerag.data.squad import make_squad, passage_spans
 
 # Sentences of 10, 11, 11, 9 and 10 words.
-ALPHA = ("The Alpha River rises in the northern hills of Norland. Its source was mapped by the surveyor "
-         "Mara Quill in 1820. The river then flows south through the old town of Brint. Ferries cross it "
-         "at Brint every hour in summer. Its mouth lies in the Grey Sea near Port Olen.")
+ALPHA = (
+    "The Alpha River rises in the northern hills of Norland. Its source was mapped by the surveyor "
+    "Mara Quill in 1820. The river then flows south through the old town of Brint. Ferries cross it "
+    "at Brint every hour in summer. Its mouth lies in the Grey Sea near Port Olen."
+)
 BETA = "Beta Island lies in the Grey Sea. Its only village is Port Olen, founded by fishermen."
 # The title holds "Mara Quill", the text does not: has_answer must not look at titles.
 QUILL = "She was born in Brint and died at sea in 1851. Quill Peak is named after her."
@@ -18,23 +21,53 @@ QUILL = "She was born in Brint and died at sea in 1851. Quill Peak is named afte
 
 def qa(qid, question, context, *answers, impossible=False):
     spans = [{"text": a, "answer_start": context.index(a)} for a in answers]
-    return {"id": qid, "question": question, "answers": [] if impossible else spans, "is_impossible": impossible,
-            **({"plausible_answers": spans} if impossible else {})}
+    return {
+        "id": qid,
+        "question": question,
+        "answers": [] if impossible else spans,
+        "is_impossible": impossible,
+        **({"plausible_answers": spans} if impossible else {}),
+    }
 
 
 def squad():
-    return {"version": "v2.0", "data": [
-        {"title": "Alpha_River", "paragraphs": [{"context": ALPHA, "qas": [
-            qa("a1", "Who mapped the source of the Alpha River?", ALPHA, "Mara Quill"),
-            qa("a2", "Where is the mouth of the Alpha River?", ALPHA, "the Grey Sea", "Grey Sea"),
-            qa("a3", "What year and what came next?", ALPHA, "1820. The river"),  # crosses a sentence end
-            qa("a4", "Who mapped the mouth of the Alpha River?", ALPHA, "Mara Quill", impossible=True)]}]},
-        {"title": "Beta_Island", "paragraphs": [{"context": BETA, "qas": [
-            qa("b1", "What is the only village on Beta Island?", BETA, "Port Olen"),
-            {"id": "b2", "question": "Who founded Beta Island?", "answers": []}]}]},  # unanswerable, no flag
-        {"title": "Mara_Quill", "paragraphs": [{"context": QUILL, "qas": [
-            qa("m1", "When did the surveyor die?", QUILL, "1851")]}]},
-    ]}
+    return {
+        "version": "v2.0",
+        "data": [
+            {
+                "title": "Alpha_River",
+                "paragraphs": [
+                    {
+                        "context": ALPHA,
+                        "qas": [
+                            qa("a1", "Who mapped the source of the Alpha River?", ALPHA, "Mara Quill"),
+                            qa("a2", "Where is the mouth of the Alpha River?", ALPHA, "the Grey Sea", "Grey Sea"),
+                            qa(
+                                "a3", "What year and what came next?", ALPHA, "1820. The river"
+                            ),  # crosses a sentence end
+                            qa("a4", "Who mapped the mouth of the Alpha River?", ALPHA, "Mara Quill", impossible=True),
+                        ],
+                    }
+                ],
+            },
+            {
+                "title": "Beta_Island",
+                "paragraphs": [
+                    {
+                        "context": BETA,
+                        "qas": [
+                            qa("b1", "What is the only village on Beta Island?", BETA, "Port Olen"),
+                            {"id": "b2", "question": "Who founded Beta Island?", "answers": []},
+                        ],
+                    }
+                ],
+            },  # unanswerable, no flag
+            {
+                "title": "Mara_Quill",
+                "paragraphs": [{"context": QUILL, "qas": [qa("m1", "When did the surveyor die?", QUILL, "1851")]}],
+            },
+        ],
+    }
 
 
 ARTICLE = {"a1": 0, "a2": 0, "a3": 0, "a4": 0, "b1": 1, "b2": 1, "m1": 2}
@@ -153,14 +186,19 @@ def moved_answer(data):
     return data
 
 
-@pytest.mark.parametrize("make, where", [
-    (without_qas, "field 'data[1].paragraphs[0].qas': missing"),
-    (moved_answer, "field 'data[0].paragraphs[0].qas[1].answers[0].answer_start': text 'the Grey Sea' is not at"),
-    (lambda _: "{not json", "line 1: not valid JSON"),
-    (lambda data: json.dumps(data).replace("Beta Island lies", "Beta \udcff").encode("utf-8", "surrogateescape"),
-     "line 1: field 'data[1].paragraphs[0].context': not valid UTF-8"),
-    (lambda _: {"version": "v2.0"}, "field 'data': missing"),
-])
+@pytest.mark.parametrize(
+    "make, where",
+    [
+        (without_qas, "field 'data[1].paragraphs[0].qas': missing"),
+        (moved_answer, "field 'data[0].paragraphs[0].qas[1].answers[0].answer_start': text 'the Grey Sea' is not at"),
+        (lambda _: "{not json", "line 1: not valid JSON"),
+        (
+            lambda data: json.dumps(data).replace("Beta Island lies", "Beta \udcff").encode("utf-8", "surrogateescape"),
+            "line 1: field 'data[1].paragraphs[0].context': not valid UTF-8",
+        ),
+        (lambda _: {"version": "v2.0"}, "field 'data': missing"),
+    ],
+)
 def test_bad_input_names_file_and_field(tmp_path, make, where):
     value = make(squad())
     path = tmp_path / "bad.json"
@@ -168,7 +206,8 @@ def test_bad_input_names_file_and_field(tmp_path, make, where):
         path.write_bytes(value)
     else:
         path.write_text(value if isinstance(value, str) else json.dumps(value))
-    with pytest.raises(FiDFormatError, match=re.escape(f"bad.json, {where}" if where.startswith("line")
-                                                       else f"bad.json: {where}")):
+    with pytest.raises(
+        FiDFormatError, match=re.escape(f"bad.json, {where}" if where.startswith("line") else f"bad.json: {where}")
+    ):
         make_squad(path, tmp_path / "out")
     assert not (tmp_path / "out").exists()

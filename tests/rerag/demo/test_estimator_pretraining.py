@@ -1,6 +1,7 @@
 """Relevance pretraining of the demo's RE: its groups put the passage stating the asked fact first,
 then namesakes with the same relation, the entity's other facts and random passages, deterministic by
 seed; respelled names keep namesakes; a short run writes a folder the demo config can start from."""
+
 import dataclasses
 import json
 import random
@@ -44,8 +45,12 @@ def test_answerless_groups_swap_the_answer_for_a_namesake_and_keep_their_size():
         assert len(passages) == 8 and re_pretraining.states_the_fact(question, passages).sum() == 0
         asked = [p for p in passages[:3] if p["title"].split()[0].lower() in question.lower()]
         assert len(asked) == 3 and all(p["title"].lower() not in question.lower() for p in passages[:3])  # namesakes
-    labels = [re_pretraining.states_the_fact(*re_pretraining.GroupSampler(corpus, 2, 2, 3, answerless=0.5)(random.Random(s)))[0]
-              for s in range(200)]
+    labels = [
+        re_pretraining.states_the_fact(*re_pretraining.GroupSampler(corpus, 2, 2, 3, answerless=0.5)(random.Random(s)))[
+            0
+        ]
+        for s in range(200)
+    ]
     assert 70 < sum(labels) < 130  # about half keep the answer's passage
 
 
@@ -68,9 +73,16 @@ def test_a_short_run_writes_a_folder_the_demo_config_loads(tmp_path):
     from rerag.models.estimator import RelevanceEstimator
     from rerag.models.loading import ModelSpec, build_model
 
-    cfg = re_pretraining.EstimatorPretrainConfig(out_dir=str(tmp_path / "re"), steps=2, batch_size=2, eval_every=1,
-                                                 n_eval=4, alpha_anchor=1.0, answerless=0.5, model={**re_pretraining.EstimatorPretrainConfig().model,
-                                                                  "d_model": 16, "d_ff": 32, "d_kv": 4})
+    cfg = re_pretraining.EstimatorPretrainConfig(
+        out_dir=str(tmp_path / "re"),
+        steps=2,
+        batch_size=2,
+        eval_every=1,
+        n_eval=4,
+        alpha_anchor=1.0,
+        answerless=0.5,
+        model={**re_pretraining.EstimatorPretrainConfig().model, "d_model": 16, "d_ff": 32, "d_kv": 4},
+    )
     estimator, rows = re_pretraining.pretrain_estimator(cfg, log=lambda _: None)
     assert [r.get("step") for r in rows[:3]] == [0, 1, 2] and "accuracy_vs_namesakes" in rows[-1]
     assert all(0.0 <= r["heldout_auroc"] <= 1.0 for r in rows[:3])
@@ -78,10 +90,18 @@ def test_a_short_run_writes_a_folder_the_demo_config_loads(tmp_path):
     saved = json.loads((out / "pretraining.json").read_text())
     assert saved["command"] == "rerag pretrain-estimator" and saved["pretrain"]["steps"] == 2
     tokenizer = load_tokenizer(cfg.tokenizer)
-    loaded = RelevanceEstimator(build_model(ModelSpec(name_or_path=str(out)), tokenizer), tokenizer, "true", "false",
-                                cfg.template, cfg.max_length)
+    loaded = RelevanceEstimator(
+        build_model(ModelSpec(name_or_path=str(out)), tokenizer),
+        tokenizer,
+        "true",
+        "false",
+        cfg.template,
+        cfg.max_length,
+    )
     question, passages = re_pretraining.GroupSampler(ReadingCorpus(CorpusConfig()), 1, 1, 1)(random.Random(0))
-    assert loaded.score(question, passages).tolist() == pytest.approx(estimator.score(question, passages).tolist(), abs=1e-5)
+    assert loaded.score(question, passages).tolist() == pytest.approx(
+        estimator.score(question, passages).tolist(), abs=1e-5
+    )
     # a run started from that folder keeps its record: the chain of runs behind the weights
     again = dataclasses.replace(cfg, init=str(out), out_dir=str(tmp_path / "re2"), steps=1)
     out2 = re_pretraining.save_estimator(re_pretraining.pretrain_estimator(again, log=lambda _: None)[0], again, rows)
@@ -99,7 +119,9 @@ def test_answer_auroc_separates_groups_by_their_best_score():
     assert re_pretraining.answer_auroc(Scorer(), with_answer + without) == 1.0
     namesake = [("q3", [{"question": "a"}, {"question": "b"}, {"question": "qx"}])]
     fooled = Scorer()
-    fooled.score = lambda q, ps: Scorer().score(q, ps) + torch.tensor([3.0 if p["question"] == "qx" else 0.0 for p in ps])
+    fooled.score = lambda q, ps: (
+        Scorer().score(q, ps) + torch.tensor([3.0 if p["question"] == "qx" else 0.0 for p in ps])
+    )
     assert re_pretraining.answer_auroc(fooled, with_answer + namesake) == 0.0  # a passage without the answer on top
 
 

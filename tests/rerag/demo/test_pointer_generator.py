@@ -13,8 +13,11 @@ def pointer(tiny_t5, tokenizer_dir):
     torch.manual_seed(0)
     tok = load_tokenizer(tokenizer_dir)
     model = build_model(ModelSpec(config={**tiny_t5, "model_type": "pointer_t5"}), tok).eval()
-    enc = tok(["question: where was Ana born? context: Ana was born in Soltha.", "Soltha has bridges."],
-              padding=True, return_tensors="pt")
+    enc = tok(
+        ["question: where was Ana born? context: Ana was born in Soltha.", "Soltha has bridges."],
+        padding=True,
+        return_tensors="pt",
+    )
     return model, tok, enc
 
 
@@ -52,7 +55,7 @@ def test_continuation_bonus_copies_the_token_after_the_previous_output(pointer):
     model, tok, enc = pointer
     with torch.no_grad():
         model.copy_gate.bias.fill_(-1e4)  # copy only
-        model.copy_query.weight.zero_()   # content scores 0: only the continuation bonus decides
+        model.copy_query.weight.zero_()  # content scores 0: only the continuation bonus decides
         model.copy_continuation.fill_(50.0)
     ids = enc.input_ids[:1]
     pos = next(i for i in range(1, ids.shape[1] - 1) if (ids[0] == ids[0, i]).sum() == 1)  # a unique token
@@ -75,18 +78,27 @@ def test_copy_head_gets_gradients_and_loss_is_finite(pointer):
 @pytest.mark.parametrize("num_beams", [1, 3])
 def test_generator_generates_with_the_copy_head(pointer, num_beams):
     model, tok, enc = pointer
-    texts, loglik = Generator(model, tok, max_answer_length=5).generate(enc.input_ids, enc.attention_mask,
-                                                                        num_beams=num_beams)
+    texts, loglik = Generator(model, tok, max_answer_length=5).generate(
+        enc.input_ids, enc.attention_mask, num_beams=num_beams
+    )
     assert len(texts) == 2 and torch.isfinite(loglik).all()
 
 
 def test_cached_decoding_steps_match_the_full_forward(pointer):
     model, _, enc = pointer
-    out = model.generate(input_ids=enc.input_ids, attention_mask=enc.attention_mask, source_ids=enc.input_ids,
-                         max_new_tokens=4, do_sample=False, output_scores=True, return_dict_in_generate=True)
+    out = model.generate(
+        input_ids=enc.input_ids,
+        attention_mask=enc.attention_mask,
+        source_ids=enc.input_ids,
+        max_new_tokens=4,
+        do_sample=False,
+        output_scores=True,
+        return_dict_in_generate=True,
+    )
     step_scores = torch.stack(out.scores, dim=1)  # per step, from one cached decoder step each
-    full = model(input_ids=enc.input_ids, attention_mask=enc.attention_mask,
-                 decoder_input_ids=out.sequences[:, :-1]).logits
+    full = model(
+        input_ids=enc.input_ids, attention_mask=enc.attention_mask, decoder_input_ids=out.sequences[:, :-1]
+    ).logits
     torch.testing.assert_close(step_scores, full, rtol=1e-4, atol=1e-4)
 
 
@@ -94,8 +106,11 @@ def test_forward_without_input_ids_names_the_missing_argument(pointer):
     model, _, enc = pointer
     encoded = model.get_encoder()(input_ids=enc.input_ids, attention_mask=enc.attention_mask)
     with pytest.raises(ValueError, match="source_ids"):
-        model(encoder_outputs=encoded, attention_mask=enc.attention_mask,
-              decoder_input_ids=torch.zeros(2, 1, dtype=torch.long))
+        model(
+            encoder_outputs=encoded,
+            attention_mask=enc.attention_mask,
+            decoder_input_ids=torch.zeros(2, 1, dtype=torch.long),
+        )
 
 
 def test_saved_folder_loads_through_the_auto_class(pointer, tmp_path):

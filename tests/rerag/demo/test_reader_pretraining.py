@@ -4,8 +4,16 @@ import torch
 
 from rerag.demo import world as synthetic
 from erag.answers import has_answer
-from rerag.demo.reader_pretraining import (SYLLABLES, CorpusConfig, PretrainConfig, ReadingCorpus, build_reader,
-                                      encode, pretrain, save_reader)
+from rerag.demo.reader_pretraining import (
+    SYLLABLES,
+    CorpusConfig,
+    PretrainConfig,
+    ReadingCorpus,
+    build_reader,
+    encode,
+    pretrain,
+    save_reader,
+)
 
 SMALL = CorpusConfig(seed=3, n_entities=200, n_places=30)
 
@@ -27,6 +35,7 @@ def test_corpus_shares_no_templates_syllables_or_names_with_the_demo_world():
     demo_templates = {_templates_skeleton(t) for qs, fs, ds in synthetic._RELATIONS.values() for t in qs + fs + ds}
     demo_templates |= {_templates_skeleton(t) for t in synthetic._FILLER}
     from rerag.demo import reader_pretraining as rp
+
     ours = {_templates_skeleton(t) for t in rp._ATTR_FACTS + rp._ATTR_QUESTIONS + rp._FILLER}
     ours |= {_templates_skeleton(t) for _, qs, fs in rp._VERBS.values() for t in qs + fs}
     assert not ours & demo_templates
@@ -42,9 +51,23 @@ def test_corpus_shares_no_templates_syllables_or_names_with_the_demo_world():
 
 
 def test_a_few_pretraining_steps_reduce_the_loss(tokenizer_dir, tmp_path):
-    cfg = PretrainConfig(out_dir=str(tmp_path / "reader"), tokenizer=tokenizer_dir, d_model=32, d_ff=64, d_kv=8,
-                         num_heads=4, num_layers=1, num_decoder_layers=1, steps=30, batch_size=8, lr=3e-3,
-                         warmup_steps=5, max_length=64, eval_every=1000, n_eval=8)
+    cfg = PretrainConfig(
+        out_dir=str(tmp_path / "reader"),
+        tokenizer=tokenizer_dir,
+        d_model=32,
+        d_ff=64,
+        d_kv=8,
+        num_heads=4,
+        num_layers=1,
+        num_decoder_layers=1,
+        steps=30,
+        batch_size=8,
+        lr=3e-3,
+        warmup_steps=5,
+        max_length=64,
+        eval_every=1000,
+        n_eval=8,
+    )
     torch.manual_seed(0)
     from rerag.models.generator import Generator
     from erag.lm import load_tokenizer
@@ -67,8 +90,21 @@ def test_a_few_pretraining_steps_reduce_the_loss(tokenizer_dir, tmp_path):
 
 def test_pretraining_is_deterministic(tokenizer_dir, tmp_path):
     """What makes the shipped reader reproducible: same settings, same weights."""
-    cfg = dict(tokenizer=tokenizer_dir, d_model=32, d_ff=64, d_kv=8, num_heads=4, num_layers=1,
-               num_decoder_layers=1, steps=6, batch_size=4, warmup_steps=2, max_length=64, eval_every=1000, n_eval=4)
+    cfg = dict(
+        tokenizer=tokenizer_dir,
+        d_model=32,
+        d_ff=64,
+        d_kv=8,
+        num_heads=4,
+        num_layers=1,
+        num_decoder_layers=1,
+        steps=6,
+        batch_size=4,
+        warmup_steps=2,
+        max_length=64,
+        eval_every=1000,
+        n_eval=4,
+    )
     a, _ = pretrain(PretrainConfig(out_dir=str(tmp_path / "a"), **cfg), SMALL, log=lambda _: None)
     b, _ = pretrain(PretrainConfig(out_dir=str(tmp_path / "b"), **cfg), SMALL, log=lambda _: None)
     for (name, p), q in zip(a.model.state_dict().items(), b.model.state_dict().values()):
@@ -82,19 +118,22 @@ def test_shipped_reader_scores_the_answer_highest_where_a_passage_holds_it():
     from rerag.models.generator import Generator
 
     reader = Generator.from_pretrained("rerag:assets/reader")
-    corpus, questions = synthetic.build_world(synthetic.WorldConfig(seed=7, n_train_people=10, n_dev_people=0,
-                                                                    n_test_people=0))
+    corpus, questions = synthetic.build_world(
+        synthetic.WorldConfig(seed=7, n_train_people=10, n_dev_people=0, n_test_people=0)
+    )
     hits = total = 0
     for q in questions["train"]:
         passages = [d for d in corpus if d["title"] in q["question"]]
         holds = [has_answer(d["text"], q["answers"]) for d in passages]
         if not any(holds):
             continue
-        enc = reader.tokenizer(format_pairs(reader.template, [q["question"]] * len(passages), passages),
-                               padding=True, return_tensors="pt")
+        enc = reader.tokenizer(
+            format_pairs(reader.template, [q["question"]] * len(passages), passages), padding=True, return_tensors="pt"
+        )
         with torch.no_grad():
-            f = reader.answer_loglik(enc.input_ids, enc.attention_mask,
-                                     reader.encode_answers([q["answers"][0]] * len(passages)))
+            f = reader.answer_loglik(
+                enc.input_ids, enc.attention_mask, reader.encode_answers([q["answers"][0]] * len(passages))
+            )
         hits += holds[int(f.argmax())]
         total += 1
     assert total >= 20 and hits / total >= 0.9

@@ -1,4 +1,5 @@
 """The shipped demo tokenizer: general English, fitted to no dataset (rerag/demo/tokenizer.py)."""
+
 from rerag.demo.world import WorldConfig, build_world
 from rerag.demo.tokenizer import english_word_texts
 from erag.lm import load_tokenizer

@@ -6,7 +6,9 @@ CFG = WorldConfig(seed=5, n_train_people=30, n_dev_people=5, n_test_people=5)
 
 def test_same_seed_same_world_other_seed_other_world():
     assert build_world(CFG) == build_world(CFG)
-    assert build_world(CFG)[0] != build_world(WorldConfig(seed=6, n_train_people=30, n_dev_people=5, n_test_people=5))[0]
+    assert (
+        build_world(CFG)[0] != build_world(WorldConfig(seed=6, n_train_people=30, n_dev_people=5, n_test_people=5))[0]
+    )
 
 
 def test_world_has_hard_distractors_and_unanswerable_questions():
@@ -31,8 +33,9 @@ def test_world_has_hard_distractors_and_unanswerable_questions():
 def test_the_datamodule_rewrites_a_world_written_by_another_config(tmp_path):
     from rerag.demo.datamodule import DemoDataModule
 
-    small = dict(n_train_people=4, n_dev_people=2, n_test_people=2, n_cities=6, n_guilds=4,
-                 n_train_contexts=4, n_eval_contexts=6)
+    small = dict(
+        n_train_people=4, n_dev_people=2, n_test_people=2, n_cities=6, n_guilds=4, n_train_contexts=4, n_eval_contexts=6
+    )
     DemoDataModule(world=small, data_dir=str(tmp_path)).prepare_data()
     written = (tmp_path / "dev.jsonl").stat().st_mtime_ns
     DemoDataModule(world=small, data_dir=str(tmp_path)).prepare_data()  # the same world: kept

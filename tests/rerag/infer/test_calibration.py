@@ -92,8 +92,11 @@ def test_a_set_level_calibrator_warns_with_another_k_or_depth():
         calibrator(s, k=5, depth=20)
 
 
-@pytest.mark.parametrize("calibrator", [PlattCalibrator(), PlattCalibrator(temperature_only=True),
-                                        IsotonicCalibrator()], ids=["platt", "temperature", "isotonic"])
+@pytest.mark.parametrize(
+    "calibrator",
+    [PlattCalibrator(), PlattCalibrator(temperature_only=True), IsotonicCalibrator()],
+    ids=["platt", "temperature", "isotonic"],
+)
 def test_to_dict_from_dict_round_trip(calibrator):
     s, y = synthetic(n=300)
     calibrator.fit(s, y, source="dev")
@@ -111,8 +114,23 @@ def test_to_dict_from_dict_round_trip(calibrator):
 def test_calibrate_saves_with_the_re_and_rerank_writes_calibrated_probabilities(export_dir, world_dir, tmp_path):
     folder = export_dir / "estimator"
     assert RelevanceEstimator.from_pretrained(folder).calibration is None
-    main(["calibrate", "--estimator", str(folder), "--dev", str(world_dir / "dev.jsonl"), "--test",
-          str(world_dir / "test.jsonl"), "--out", str(tmp_path / "report"), "--top_k", "3", "--resamples", "20"])
+    main(
+        [
+            "calibrate",
+            "--estimator",
+            str(folder),
+            "--dev",
+            str(world_dir / "dev.jsonl"),
+            "--test",
+            str(world_dir / "test.jsonl"),
+            "--out",
+            str(tmp_path / "report"),
+            "--top_k",
+            "3",
+            "--resamples",
+            "20",
+        ]
+    )
     report = json.loads((tmp_path / "report" / "calibration_report.json").read_text())
     for key in ("ece_before", "ece_after", "brier_before", "brier_after", "auroc", "aurc"):
         assert key in report and f"{key}_ci" in report and key in report["per_context"]
@@ -123,8 +141,19 @@ def test_calibrate_saves_with_the_re_and_rerank_writes_calibrated_probabilities(
     estimator = RelevanceEstimator.from_pretrained(folder)
     calibration = estimator.calibration
     assert calibration.set_level.fitted_on["n"] == 12 and calibration.per_context.fitted_on["n"] == 12 * 12
-    main(["rerank", "--estimator", str(folder), "--input", str(world_dir / "dev.jsonl"),
-          "--output", str(tmp_path / "dev.jsonl"), "--top_k", "5"])
+    main(
+        [
+            "rerank",
+            "--estimator",
+            str(folder),
+            "--input",
+            str(world_dir / "dev.jsonl"),
+            "--output",
+            str(tmp_path / "dev.jsonl"),
+            "--top_k",
+            "5",
+        ]
+    )
     rows = [json.loads(line) for line in (tmp_path / "dev.jsonl").read_text().splitlines()]
     assert len(list(read_fid(tmp_path / "dev.jsonl"))) == len(rows)  # still valid FiD
     for row in rows:

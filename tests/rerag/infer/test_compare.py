@@ -13,10 +13,21 @@ def write(path, rows):
 
 
 def row(i, re_rank, retriever_rank, em, em_retriever_order):
-    hit = {"re": {"gold": re_rank, "has_answer": re_rank},
-           "retriever": {"gold": retriever_rank, "has_answer": retriever_rank}}
-    return {"id": f"q{i}", "index": i, "answer": "a", "answer_retriever_order": "b", "first_hit": hit,
-            "em": em, "f1": em, "em_retriever_order": em_retriever_order, "f1_retriever_order": em_retriever_order}
+    hit = {
+        "re": {"gold": re_rank, "has_answer": re_rank},
+        "retriever": {"gold": retriever_rank, "has_answer": retriever_rank},
+    }
+    return {
+        "id": f"q{i}",
+        "index": i,
+        "answer": "a",
+        "answer_retriever_order": "b",
+        "first_hit": hit,
+        "em": em,
+        "f1": em,
+        "em_retriever_order": em_retriever_order,
+        "f1_retriever_order": em_retriever_order,
+    }
 
 
 @pytest.fixture

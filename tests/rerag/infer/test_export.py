@@ -10,6 +10,7 @@ from rerag.models.generator import Generator
 from rerag.module import RERAGModule
 from tests.rerag.helpers import PASSAGES, QUESTION, fit_and_checkpoint
 
+
 def test_export_round_trip_gives_equal_scores(module_kwargs, data_kwargs, tmp_path):
     L.seed_everything(0)
     module, data = RERAGModule(**module_kwargs), RERAGDataModule(**data_kwargs)
@@ -28,8 +29,10 @@ def test_export_round_trip_gives_equal_scores(module_kwargs, data_kwargs, tmp_pa
     enc = generator.tokenizer(["question: where? title: Ana context: Soltha"] * 2, return_tensors="pt", padding=True)
     labels = generator.encode_answers(["Soltha", "bees"])
     with torch.no_grad():
-        torch.testing.assert_close(generator.answer_loglik(enc.input_ids, enc.attention_mask, labels),
-                                   module.generator.answer_loglik(enc.input_ids, enc.attention_mask, labels))
+        torch.testing.assert_close(
+            generator.answer_loglik(enc.input_ids, enc.attention_mask, labels),
+            module.generator.answer_loglik(enc.input_ids, enc.attention_mask, labels),
+        )
 
     # Only safetensors weights: nothing that unpickles, so nothing that can run code on load.
     written = {p.name for p in (tmp_path / "export").rglob("*")}

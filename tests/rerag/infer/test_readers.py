@@ -8,11 +8,15 @@ from erag.lm import CausalLM, Seq2SeqLM, load_lm
 from rerag.infer.readers import ParametricReader, RAGReader
 from rerag.inputs import fill
 
-CHAT_TEMPLATE = ("{% for m in messages %}<|{{ m.role }}|>{{ m.content }}</s>{% endfor %}"
-                 "{% if add_generation_prompt %}<|assistant|>{% endif %}")
+CHAT_TEMPLATE = (
+    "{% for m in messages %}<|{{ m.role }}|>{{ m.content }}</s>{% endfor %}"
+    "{% if add_generation_prompt %}<|assistant|>{% endif %}"
+)
 QUESTIONS = ["where was Ana born?", "what did Bo work as?"]
-CONTEXTS = [["Ana was born in Soltha.", {"title": "Ana", "text": "Ana kept bees."}, "Soltha has bridges."],
-            ["Bo worked as a potter."]]
+CONTEXTS = [
+    ["Ana was born in Soltha.", {"title": "Ana", "text": "Ana kept bees."}, "Soltha has bridges."],
+    ["Bo worked as a potter."],
+]
 
 
 @pytest.fixture
@@ -20,9 +24,18 @@ def causal_lm(tokenizer_dir):
     tok = AutoTokenizer.from_pretrained(tokenizer_dir)
     tok.chat_template = CHAT_TEMPLATE
     torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=1,
-                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
-                         bos_token_id=None, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
+    config = LlamaConfig(
+        vocab_size=len(tok),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+        bos_token_id=None,
+        eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id,
+    )
     return CausalLM(LlamaForCausalLM(config).eval(), tok, max_new_tokens=4, batch_size=2)
 
 

@@ -12,8 +12,21 @@ from rerag.infer.rerank import rerank, rerank_file
 
 def test_rerank_file_sorts_cuts_and_scores(export_dir, world_dir, tmp_path):
     estimator = RelevanceEstimator.from_pretrained(export_dir / "estimator")
-    main(["rerank", "--estimator", str(export_dir / "estimator"), "--input", str(world_dir / "dev.jsonl"),
-          "--output", str(tmp_path / "dev.jsonl"), "--top_k", "5", "--batch_size", "7"])
+    main(
+        [
+            "rerank",
+            "--estimator",
+            str(export_dir / "estimator"),
+            "--input",
+            str(world_dir / "dev.jsonl"),
+            "--output",
+            str(tmp_path / "dev.jsonl"),
+            "--top_k",
+            "5",
+            "--batch_size",
+            "7",
+        ]
+    )
     originals = list(read_fid(world_dir / "dev.jsonl"))
     reranked = list(read_fid(tmp_path / "dev.jsonl"))  # still valid FiD
     raw = [json.loads(line) for line in (tmp_path / "dev.jsonl").read_text().splitlines()]
@@ -50,8 +63,21 @@ def test_empty_questions_are_errors(export_dir, tmp_path):
 def test_rerank_in_bfloat16_stays_close_to_float32(export_dir, world_dir, tmp_path):
     outputs = {}
     for dtype in ("float32", "bfloat16"):
-        main(["rerank", "--estimator", str(export_dir / "estimator"), "--input", str(world_dir / "dev.jsonl"),
-              "--output", str(tmp_path / f"{dtype}.jsonl"), "--dtype", dtype, "--device", "cpu"])
+        main(
+            [
+                "rerank",
+                "--estimator",
+                str(export_dir / "estimator"),
+                "--input",
+                str(world_dir / "dev.jsonl"),
+                "--output",
+                str(tmp_path / f"{dtype}.jsonl"),
+                "--dtype",
+                dtype,
+                "--device",
+                "cpu",
+            ]
+        )
         rows = [json.loads(line) for line in (tmp_path / f"{dtype}.jsonl").read_text().splitlines()]
         outputs[dtype] = {(r["id"], c["id"]): c["re_score"] for r in rows for c in r["ctxs"]}
     assert outputs["float32"].keys() == outputs["bfloat16"].keys()

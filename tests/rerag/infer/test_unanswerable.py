@@ -1,7 +1,15 @@
 import pytest
 
-from rerag.infer.unanswerable import (THRESHOLDS, accuracy_by_set, classify, markdown, mixed_strategy, report,
-                                      risk_coverage, search_threshold)
+from rerag.infer.unanswerable import (
+    THRESHOLDS,
+    accuracy_by_set,
+    classify,
+    markdown,
+    mixed_strategy,
+    report,
+    risk_coverage,
+    search_threshold,
+)
 
 # Unanswerable sets at 0.55, 0.65, 0.75; answerable ones at 0.72, 0.85, 0.88, 0.95. Predicting
 # "unanswerable" below t: t = 0.6 -> P 1, R 1/3, F1 0.5; 0.7 -> P 1, R 2/3, F1 0.8;
@@ -24,15 +32,19 @@ def test_ties_keep_the_lowest_threshold():
 
 
 def records(answers, reader_answers, answerable, confidence):
-    return [{"id": str(i), "answers": [a], "reader_answer": r, "answerable": o, "confidence": c}
-            for i, (a, r, o, c) in enumerate(zip(answers, reader_answers, answerable, confidence))]
+    return [
+        {"id": str(i), "answers": [a], "reader_answer": r, "answerable": o, "confidence": c}
+        for i, (a, r, o, c) in enumerate(zip(answers, reader_answers, answerable, confidence))
+    ]
 
 
 def test_accuracy_before_and_after_thresholding():
-    rows = records(answers=["Soltha", "Varen", "potter", "Kasol", "bees"],
-                   reader_answers=["Soltha", "Varen", "weaver", "Kasol", "honey"],
-                   answerable=[True, True, True, False, False],
-                   confidence=[0.9, 0.6, 0.5, 0.3, 0.95])
+    rows = records(
+        answers=["Soltha", "Varen", "potter", "Kasol", "bees"],
+        reader_answers=["Soltha", "Varen", "weaver", "Kasol", "honey"],
+        answerable=[True, True, True, False, False],
+        confidence=[0.9, 0.6, 0.5, 0.3, 0.95],
+    )
     acc = accuracy_by_set(rows, threshold=0.7)
     o, x = acc["answerable (O)"], acc["unanswerable (X)"]
     # O: right, right, wrong before; abstaining on the 2nd (0.6) loses it; the 3rd was wrong anyway.
@@ -44,8 +56,12 @@ def test_accuracy_before_and_after_thresholding():
 def test_a_matching_guess_on_an_unanswerable_set_is_wrong():
     # No kept context holds the answer, yet the reader's guess matches it, confidently (0.9) and
     # not (0.2). Table 4's X column is classification accuracy: only abstaining counts.
-    rows = records(answers=["Soltha", "Varen", "bees"], reader_answers=["Soltha", "Varen", "unanswerable"],
-                   answerable=[False, False, False], confidence=[0.9, 0.2, 0.8])
+    rows = records(
+        answers=["Soltha", "Varen", "bees"],
+        reader_answers=["Soltha", "Varen", "unanswerable"],
+        answerable=[False, False, False],
+        confidence=[0.9, 0.2, 0.8],
+    )
     x = accuracy_by_set(rows, threshold=0.5)["unanswerable (X)"]
     assert (x.before, x.after) == (pytest.approx(1 / 3), pytest.approx(2 / 3))  # the old rule: 2/3 and 2/3
 
@@ -67,17 +83,27 @@ def test_report_has_tables_3_and_4_beside_the_all_unanswerable_baseline():
 
 
 def test_risk_coverage_answers_the_most_confident_first():
-    rows = records(answers=["a", "b", "c", "d"], reader_answers=["a", "x", "c", "d"],
-                   answerable=[True] * 4, confidence=[0.9, 0.8, 0.8, 0.1])
+    rows = records(
+        answers=["a", "b", "c", "d"],
+        reader_answers=["a", "x", "c", "d"],
+        answerable=[True] * 4,
+        confidence=[0.9, 0.8, 0.8, 0.1],
+    )
     # 0.9: 1 of 1 right; the two at 0.8 enter together: 2 of 3; then all: 3 of 4
-    assert risk_coverage(rows) == [{"threshold": 0.9, "coverage": 0.25, "em": 1.0},
-                                   {"threshold": 0.8, "coverage": 0.75, "em": pytest.approx(2 / 3)},
-                                   {"threshold": 0.1, "coverage": 1.0, "em": 0.75}]
+    assert risk_coverage(rows) == [
+        {"threshold": 0.9, "coverage": 0.25, "em": 1.0},
+        {"threshold": 0.8, "coverage": 0.75, "em": pytest.approx(2 / 3)},
+        {"threshold": 0.1, "coverage": 1.0, "em": 0.75},
+    ]
 
 
 def test_the_mixed_strategy_takes_the_llm_answer_below_the_threshold():
-    rows = records(answers=["Soltha", "Varen", "potter"], reader_answers=["Soltha", "Kasol", "weaver"],
-                   answerable=[True, False, True], confidence=[0.9, 0.2, 0.75])
+    rows = records(
+        answers=["Soltha", "Varen", "potter"],
+        reader_answers=["Soltha", "Kasol", "weaver"],
+        answerable=[True, False, True],
+        confidence=[0.9, 0.2, 0.75],
+    )
     table = mixed_strategy(rows, ["Mira", "Varen", "a potter"], threshold=0.8)
     assert table["to_llm"] == 2
     assert table["rerag"]["em"] == pytest.approx(1 / 3) and table["llm_alone"]["em"] == pytest.approx(2 / 3)

@@ -9,8 +9,15 @@ from rerag.integrations.eor_evaluation import run_eor
 
 def test_eor_on_a_trained_checkpoint(trained_checkpoint, world_dir, tmp_path):
     pool = ["BM25@3", "BM25@RR@3", "BM25@2&BM25@RR@2", "ReFree"]
-    report = run_eor(checkpoint=trained_checkpoint, questions_file=str(world_dir / "dev.jsonl"), corpus_file=str(world_dir / "corpus.jsonl"), pool=pool,
-                     candidates=12, output_dir=str(tmp_path), eor=EoRConfig(train_fraction=0.5))
+    report = run_eor(
+        checkpoint=trained_checkpoint,
+        questions_file=str(world_dir / "dev.jsonl"),
+        corpus_file=str(world_dir / "corpus.jsonl"),
+        pool=pool,
+        candidates=12,
+        output_dir=str(tmp_path),
+        eor=EoRConfig(train_fraction=0.5),
+    )
     assert list(report.retriever_em) == pool
     assert set(report.mrlr_with_eor) == {*pool, "EoR"}
     assert 0.0 <= report.eor_em <= 100.0
@@ -35,14 +42,23 @@ class RecordingLM:
         return ["paris"] * len(prompts), torch.zeros(len(prompts))
 
 
-def test_an_llm_reads_the_pool_with_the_papers_prompts_and_writes_pk_and_cp(trained_checkpoint, world_dir,
-                                                                            tmp_path, monkeypatch):
+def test_an_llm_reads_the_pool_with_the_papers_prompts_and_writes_pk_and_cp(
+    trained_checkpoint, world_dir, tmp_path, monkeypatch
+):
     lm = RecordingLM()
     monkeypatch.setattr(eor_evaluation, "load_lm", lambda name: lm)
     pool = ["BM25@2", "BM25@2@CP", "PK", "ReFree"]
-    report = run_eor(checkpoint=trained_checkpoint, questions_file=str(world_dir / "dev.jsonl"),
-                     corpus_file=str(world_dir / "corpus.jsonl"), pool=pool, candidates=12, max_questions=4,
-                     output_dir=str(tmp_path), eor=EoRConfig(train_fraction=0.5), llm="any")
+    report = run_eor(
+        checkpoint=trained_checkpoint,
+        questions_file=str(world_dir / "dev.jsonl"),
+        corpus_file=str(world_dir / "corpus.jsonl"),
+        pool=pool,
+        candidates=12,
+        max_questions=4,
+        output_dir=str(tmp_path),
+        eor=EoRConfig(train_fraction=0.5),
+        llm="any",
+    )
     assert list(report.retriever_em) == pool
     kinds = {p.split("\n")[0].split(" ")[0] for p in lm.prompts}
     assert kinds == {"Assuming", "Please", "Generate"}  # RALM, retrieval-free / @CP, PK (appendix C.2)

@@ -25,8 +25,14 @@ def test_rank_records_orders_by_the_re(trained_checkpoint, world_dir):
 
 
 def test_run_erag_writes_report_and_scatter(trained_checkpoint, world_dir, tmp_path):
-    result = run_erag(checkpoint=trained_checkpoint, data_file=str(world_dir / "dev.jsonl"), top_k=4, metrics=["P@2", "MRR"],
-                      max_questions=6, output_dir=str(tmp_path))
+    result = run_erag(
+        checkpoint=trained_checkpoint,
+        data_file=str(world_dir / "dev.jsonl"),
+        top_k=4,
+        metrics=["P@2", "MRR"],
+        max_questions=6,
+        output_dir=str(tmp_path),
+    )
     saved = json.loads((tmp_path / "erag_report.json").read_text())
     assert set(saved["labelings"]) == {"erag", "contains_answer"}
     assert len(saved["end_to_end"]["per_query"]) == 6
@@ -36,28 +42,46 @@ def test_run_erag_writes_report_and_scatter(trained_checkpoint, world_dir, tmp_p
 
 def test_erag_callback_logs_during_fit(module_kwargs, data_kwargs, tmp_path):
     L.seed_everything(0)
-    callback = ERAGCallback(ranking=lambda t, m: validation_rankings(t, m, top_k=3, max_questions=4),
-                            reader_fn=generator_reader, metrics=["P@3", "MRR"])
-    trainer = L.Trainer(accelerator="cpu", devices=1, max_epochs=1, limit_train_batches=1, limit_val_batches=1,
-                        logger=False,
-                        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
-                        num_sanity_val_steps=0, callbacks=[callback], default_root_dir=tmp_path)
+    callback = ERAGCallback(
+        ranking=lambda t, m: validation_rankings(t, m, top_k=3, max_questions=4),
+        reader_fn=generator_reader,
+        metrics=["P@3", "MRR"],
+    )
+    trainer = L.Trainer(
+        accelerator="cpu",
+        devices=1,
+        max_epochs=1,
+        limit_train_batches=1,
+        limit_val_batches=1,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        num_sanity_val_steps=0,
+        callbacks=[callback],
+        default_root_dir=tmp_path,
+    )
     trainer.fit(RERAGModule(**module_kwargs), datamodule=RERAGDataModule(**data_kwargs))
     assert {"erag/P@3", "erag/MRR"} <= set(trainer.callback_metrics)
 
 
-def test_an_in_prompt_reader_changes_end_to_end_reading_not_the_document_labels(trained_checkpoint, world_dir,
-                                                                              tmp_path, monkeypatch):
+def test_an_in_prompt_reader_changes_end_to_end_reading_not_the_document_labels(
+    trained_checkpoint, world_dir, tmp_path, monkeypatch
+):
     """eRAG Figure 3's two readers: `ralm` puts the list in one prompt for the end-to-end score;
     each document's label still comes from reading it alone."""
     from rerag.infer.readers import RAGReader
 
     modes = []
     original = RAGReader.answer
-    monkeypatch.setattr(RAGReader, "answer", lambda self, q, c, w=None: modes.append((self.mode, max(map(len, c))))
-                        or original(self, q, c, w))
-    args = dict(checkpoint=trained_checkpoint, data_file=str(world_dir / "dev.jsonl"), top_k=4, metrics=["P@2"],
-                max_questions=4)
+    monkeypatch.setattr(
+        RAGReader,
+        "answer",
+        lambda self, q, c, w=None: modes.append((self.mode, max(map(len, c)))) or original(self, q, c, w),
+    )
+    args = dict(
+        checkpoint=trained_checkpoint, data_file=str(world_dir / "dev.jsonl"), top_k=4, metrics=["P@2"], max_questions=4
+    )
     rag = run_erag(**args, output_dir=str(tmp_path / "rag"))
     ralm = run_erag(**args, output_dir=str(tmp_path / "ralm"), reader="ralm")
     assert rag["labelings"]["erag"]["labels"] == ralm["labelings"]["erag"]["labels"]
@@ -77,15 +101,24 @@ class ParisLM:
         return ["paris"] * len(prompts), torch.zeros(len(prompts))
 
 
-def test_an_llm_reads_instead_of_the_generator_and_its_size_is_reported(trained_checkpoint, world_dir, tmp_path,
-                                                                         monkeypatch):
+def test_an_llm_reads_instead_of_the_generator_and_its_size_is_reported(
+    trained_checkpoint, world_dir, tmp_path, monkeypatch
+):
     """eRAG Figure 2's readers of other sizes: `llm` judges every document and reads end to end."""
     from rerag.integrations import erag_evaluation
 
     lm = ParisLM()
     monkeypatch.setattr(erag_evaluation, "load_lm", lambda name: lm)
-    result = run_erag(checkpoint=trained_checkpoint, data_file=str(world_dir / "dev.jsonl"), top_k=3, metrics=["P@3"],
-                      max_questions=4, output_dir=str(tmp_path), reader="ralm", llm="any")
+    result = run_erag(
+        checkpoint=trained_checkpoint,
+        data_file=str(world_dir / "dev.jsonl"),
+        top_k=3,
+        metrics=["P@3"],
+        max_questions=4,
+        output_dir=str(tmp_path),
+        reader="ralm",
+        llm="any",
+    )
     assert result["reader"] == {"name": "any", "parameters": 3}
     assert len(lm.prompts) == 4 * 3 + 4  # each document alone (the labels), then each list in one prompt
     assert result["end_to_end"]["aggregated"] == 0.0  # no demo answer is "paris"

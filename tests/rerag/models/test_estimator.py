@@ -7,7 +7,6 @@ from rerag.models.loading import ModelSpec, build_model
 from tests.rerag.conftest import TINY_LLAMA
 
 
-
 def generation_prompt(estimator):
     """The token ids that close a chat prompt: end of the user turn, start of the assistant's."""
     return estimator.tokenizer("<|im_end|>\n<|im_start|>assistant\n", add_special_tokens=False).input_ids
@@ -70,8 +69,9 @@ def test_length_sorted_chunks_give_each_row_its_own_score(kind, request):
         bucketed = estimator.score_rows(enc["input_ids"], enc["attention_mask"], batch_size=3)
         alone = torch.cat([estimator.score("where was Ana born?", [p], batch_size=1) for p in passages])
     torch.testing.assert_close(bucketed, alone, rtol=1e-4, atol=1e-4)
-    torch.testing.assert_close(estimator.score("where was Ana born?", passages, batch_size=3), alone,
-                               rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(
+        estimator.score("where was Ana born?", passages, batch_size=3), alone, rtol=1e-4, atol=1e-4
+    )
 
 
 def test_causal_re_reads_the_first_answer_position_after_the_chat_prompt(causal_estimator):

@@ -1,4 +1,5 @@
 """rerag.models.loading: `architecture` gives a random-init copy of a saved model's shape."""
+
 import pytest
 import torch
 

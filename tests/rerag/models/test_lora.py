@@ -46,9 +46,13 @@ def test_adapters_only_export_loads_over_its_base(tokenizer_dir, tiny_t5, tmp_pa
     base = build_model(ModelSpec(config=tiny_t5), tok)
     base.save_pretrained(tmp_path / "base")
     tok.save_pretrained(tmp_path / "base")
-    module = RERAGModule(estimator=ModelSpec(name_or_path=str(tmp_path / "base")),
-                         generator=ModelSpec(config=tiny_t5), re_tokenizer=tokenizer_dir,
-                         generator_tokenizer=tokenizer_dir, estimator_lora=LORA).eval()
+    module = RERAGModule(
+        estimator=ModelSpec(name_or_path=str(tmp_path / "base")),
+        generator=ModelSpec(config=tiny_t5),
+        re_tokenizer=tokenizer_dir,
+        generator_tokenizer=tokenizer_dir,
+        estimator_lora=LORA,
+    ).eval()
     with torch.no_grad():  # B starts at zero; make the adapters matter
         for name, p in module.estimator.named_parameters():
             if "lora_B" in name:
@@ -58,8 +62,9 @@ def test_adapters_only_export_loads_over_its_base(tokenizer_dir, tiny_t5, tmp_pa
     folder = tmp_path / "export" / "estimator"
     assert (folder / "adapter_model.safetensors").is_file() and not (folder / "model.safetensors").exists()
     assert (tmp_path / "export" / "generator" / "model.safetensors").is_file()  # no adapters: written whole
-    torch.testing.assert_close(RelevanceEstimator.from_pretrained(folder).score(QUESTION, PASSAGES), expected,
-                               atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(
+        RelevanceEstimator.from_pretrained(folder).score(QUESTION, PASSAGES), expected, atol=1e-5, rtol=1e-5
+    )
 
 
 def test_adapters_only_needs_a_named_base(module_kwargs, tmp_path):
@@ -90,12 +95,23 @@ def llama_base(chat_tokenizer_dir, tmp_path):
 
 
 def shared(causal_module_kwargs, base, **kw):
-    return RERAGModule(**{**causal_module_kwargs, "estimator": base, "generator": None, "lr": 1e-2,
-                          "shared_base": True, "estimator_lora": LLAMA_LORA, "generator_lora": LLAMA_LORA, **kw})
+    return RERAGModule(
+        **{
+            **causal_module_kwargs,
+            "estimator": base,
+            "generator": None,
+            "lr": 1e-2,
+            "shared_base": True,
+            "estimator_lora": LLAMA_LORA,
+            "generator_lora": LLAMA_LORA,
+            **kw,
+        }
+    )
 
 
-def test_shared_base_holds_one_copy_and_trains_both_adapters(causal_module_kwargs, causal_data_kwargs, llama_base,
-                                                            tmp_path):
+def test_shared_base_holds_one_copy_and_trains_both_adapters(
+    causal_module_kwargs, causal_data_kwargs, llama_base, tmp_path
+):
     L.seed_everything(0)
     module = shared(causal_module_kwargs, llama_base)
     assert module.estimator.model is module.generator.model
@@ -127,14 +143,17 @@ def test_shared_base_exports_each_adapter_with_equal_scores(causal_module_kwargs
     export(module.estimator, module.generator, tmp_path / "export", adapters_only=adapters_only)
     re_folder, gen_folder = tmp_path / "export" / "estimator", tmp_path / "export" / "generator"
     assert (re_folder / "adapter_config.json").is_file() == adapters_only
-    torch.testing.assert_close(RelevanceEstimator.from_pretrained(re_folder).score(QUESTION, PASSAGES), scores,
-                               atol=1e-5, rtol=1e-5)
-    torch.testing.assert_close(Generator.from_pretrained(gen_folder).as_lm().loglik(prompts, answers), loglik,
-                               atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(
+        RelevanceEstimator.from_pretrained(re_folder).score(QUESTION, PASSAGES), scores, atol=1e-5, rtol=1e-5
+    )
+    torch.testing.assert_close(
+        Generator.from_pretrained(gen_folder).as_lm().loglik(prompts, answers), loglik, atol=1e-4, rtol=1e-4
+    )
 
 
-def test_shared_base_with_a_frozen_generator_trains_the_re_adapter_alone(causal_module_kwargs, causal_data_kwargs,
-                                                                        llama_base, tmp_path):
+def test_shared_base_with_a_frozen_generator_trains_the_re_adapter_alone(
+    causal_module_kwargs, causal_data_kwargs, llama_base, tmp_path
+):
     L.seed_everything(0)
     module = shared(causal_module_kwargs, llama_base, freeze_generator=True, generator_lora=None)
     assert module.generator.adapter == BASE_ADAPTER

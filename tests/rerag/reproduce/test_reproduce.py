@@ -8,10 +8,23 @@ from rerag.reproduce import REGISTRY, document, paper_numbers, selected
 from rerag.reproduce.workspace import Workspace
 
 #: Every table and figure the issue names, per paper.
-NAMED = {"re-rag": {"table1", "table2", "table3", "table4", "table5", "figure2", "table6", "table7", "table8",
-                    "table11", "table12"},
-         "eor": {"table1", "table2", "table4", *(f"figure{i}" for i in range(1, 7))},
-         "erag": {"table1", "table2", "figure1", "figure2", "figure3"}}
+NAMED = {
+    "re-rag": {
+        "table1",
+        "table2",
+        "table3",
+        "table4",
+        "table5",
+        "figure2",
+        "table6",
+        "table7",
+        "table8",
+        "table11",
+        "table12",
+    },
+    "eor": {"table1", "table2", "table4", *(f"figure{i}" for i in range(1, 7))},
+    "erag": {"table1", "table2", "figure1", "figure2", "figure3"},
+}
 
 
 def test_every_named_table_is_registered_with_the_papers_numbers():
@@ -60,7 +73,11 @@ def test_toy_reproduction_of_one_table_per_paper(tmp_path):
     recall = json.loads((out / "re-rag" / "table2.json").read_text())["data"]
     assert {"retriever (list order)", "RE, whole list", "RE, top10"} <= set(recall)
     assert all(0 <= v <= 100 for row in recall.values() for v in row.values())
-    for paper, png in (("re-rag", "figure2_confidence_accuracy"), ("eor", "figure2_mrlr"), ("erag", "figure2_reader_size")):
+    for paper, png in (
+        ("re-rag", "figure2_confidence_accuracy"),
+        ("eor", "figure2_mrlr"),
+        ("erag", "figure2_reader_size"),
+    ):
         assert index[paper]["figure2"]["figures"] == [str(out / paper / f"{png}.png")]
         assert (out / paper / f"{png}.png").stat().st_size > 0
     em = json.loads((out / "re-rag" / "table1.json").read_text())["data"]["em"]
