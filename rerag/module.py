@@ -4,6 +4,7 @@ decoding and metrics it calls live in their own files."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Literal
 
 import lightning as L
@@ -22,6 +23,13 @@ from rerag.models.estimator import RelevanceEstimator
 from rerag.models.generator import Generator
 from rerag.models.loading import ModelSpec, build_model
 from rerag.models.lora import LoraSpec, add_adapters, add_lora
+from rerag.teacher_cache import (
+    TRAINING_CONTEXT_SETTINGS,
+    TeacherScores,
+    build_teacher_scores,
+    teacher_key,
+    weights_fingerprint,
+)
 
 #: Per-question answer scores of a result: EM and F1 of RE-RAG's answer and of the retriever-order one.
 ANSWER_SCORES = ("em", "f1", "em_retriever_order", "f1_retriever_order")
@@ -106,6 +114,10 @@ class RERAGModule(L.LightningModule):
         compile: CompileSetting = False,
         marginalize_with: Literal["re", "retriever"] = "re",
         normalize_re: bool = True,
+        teacher_cache_dir: str | None = None,
+        teacher: ModelSpec | None = None,
+        teacher_tokenizer: str | None = None,
+        teacher_template: str | None = None,
     ):
         super().__init__()
         self.save_hyperparameters()
@@ -115,6 +127,10 @@ class RERAGModule(L.LightningModule):
             raise ValueError(
                 "marginalize_with: retriever trains the generator alone; freeze_generator would train nothing"
             )
+        if teacher_cache_dir is None and teacher is not None:
+            raise ValueError("model.teacher needs model.teacher_cache_dir: a teacher is only read through its cache")
+        if teacher_cache_dir is not None and not freeze_generator:
+            raise ValueError("model.teacher_cache_dir needs freeze_generator: true (a trained generator's F changes)")
         re_tok = load_tokenizer(re_tokenizer, estimator.trust_remote_code)
         gen_spec = estimator if shared_base else generator
         if gen_spec is None:
@@ -168,15 +184,66 @@ class RERAGModule(L.LightningModule):
             }
         )
         self.results: dict[str, list[dict]] = {"val": [], "test": []}  # per question, this process's share
+        self.teacher_scores: TeacherScores | None = None  # set at fit start with teacher_cache_dir
+        self.teacher_spec = teacher or (estimator if shared_base else generator)
+
+    # ---- the frozen teacher's cache ------------------------------------------------------------
+    def teacher_generator(self) -> tuple[Generator, dict]:
+        """The teacher that scores F_ij for the cache, and what identifies it: the frozen generator
+        (the shared base with adapters off, or the generator model), or `teacher`, any Hugging Face
+        LM loaded here. Either reads `teacher_template` (None: the generator's template)."""
+        hp = self.hparams
+        template = hp.teacher_template or hp.generator_template
+        spec = self.teacher_spec
+        if hp.teacher is None:
+            g = self.generator
+            teacher = Generator(g.model, g.tokenizer, g.max_answer_length, template, g.max_length, g.adapter)
+            tokenizer_name = hp.generator_tokenizer
+        else:
+            tokenizer_name = hp.teacher_tokenizer or spec.name_or_path
+            tok = load_tokenizer(tokenizer_name, spec.trust_remote_code)
+            model = build_model(spec, tok).requires_grad_(False).to(self.device)
+            teacher = Generator(model, tok, hp.max_answer_length, template, hp.generator_max_length)
+        name = {"model": spec.name_or_path, "tokenizer": tokenizer_name}
+        return teacher, name | {"weights": weights_fingerprint(teacher)}
+
+    def on_fit_start(self) -> None:
+        """With `teacher_cache_dir`: read the teacher's F_ij for every training pair from the cache,
+        or compute and write them first (rank zero; the other processes wait, then read)."""
+        hp = self.hparams
+        if hp.teacher_cache_dir is None:
+            return
+        data = self.trainer.datamodule
+        teacher, identity = self.teacher_generator()
+        key = teacher_key(
+            identity
+            | {
+                "template": teacher.template,
+                "max_length": teacher.max_length,
+                "max_answer_length": teacher.max_answer_length,
+            },
+            data.train_file,
+            {name: data.hparams[name] for name in TRAINING_CONTEXT_SETTINGS},
+        )
+        path = Path(hp.teacher_cache_dir) / f"{key}.pt"
+        if self.trainer.is_global_zero and not path.exists():
+            build_teacher_scores(teacher, data.teacher_triples(), key=key).save(path)
+        self.trainer.strategy.barrier("teacher cache")
+        self.teacher_scores = TeacherScores.load(path)
+        del teacher
 
     # ---- training -------------------------------------------------------------------------
     def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
         b, k = len(batch["questions"]), int(batch["n_contexts"][0])
         labels = batch["labels"].repeat_interleave(k, dim=0)
-        with torch.set_grad_enabled(not self.hparams.freeze_generator):
-            answer_loglik = self.generator.answer_loglik(
-                batch["gen"]["input_ids"], batch["gen"]["attention_mask"], labels
-            ).view(b, k)
+        if self.teacher_scores is not None:  # the frozen teacher's F, computed once at fit start
+            answer_loglik = self.teacher_scores.lookup(batch["questions"], batch["targets"], batch["contexts"])
+            answer_loglik = answer_loglik.to(self.device)
+        else:
+            with torch.set_grad_enabled(not self.hparams.freeze_generator):
+                answer_loglik = self.generator.answer_loglik(
+                    batch["gen"]["input_ids"], batch["gen"]["attention_mask"], labels
+                ).view(b, k)
         if self.hparams.marginalize_with == "retriever":  # RAG without the RE: the RE is not even run
             scores = batch["retriever_scores"].view(b, k).to(answer_loglik.device)
             losses = {"loss_gen": marginal_nll(scores, answer_loglik)}

@@ -1,0 +1,126 @@
+"""The frozen teacher's answer likelihoods, computed once and kept on disk.
+
+An RE trained against a frozen teacher (`RERAGModule(freeze_generator=True)`) needs from it only
+F_ij = log P_G(a_i | q_i, c_j) (eq. 8) for every training (question, answer, context): the teacher's
+distribution Q_G = softmax_j(F_ij) that L_re distils (eq. 9-10) and the F that L_gen marginalizes
+(eq. 7). `build_teacher_scores` computes them once, in length-sorted batches, and `TeacherScores`
+keeps them in `<cache_dir>/<key>.pt`. The key is a hash of everything that decides them: the teacher
+(its name and the prompt it reads: template, lengths) and the training file's bytes, so a changed
+teacher, data file or prompt builds a new file and an unchanged one is read back.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import torch
+from erag.lm import encode_answers, encode_prompts
+from erag.progress import progress
+
+from rerag.inputs import fill
+from rerag.models.generator import Generator
+
+#: Bumped when the file's layout or what an entry means changes.
+CACHE_VERSION = 1
+
+
+def pair_key(question: str, answer: str, context: dict) -> str:
+    """An entry's key: what the teacher read (the question, the context as the RE sees it in training)
+    and the answer it scored."""
+    fields = [question, answer, context.get("title", ""), context["text"]]
+    return hashlib.sha1(json.dumps(fields).encode()).hexdigest()
+
+
+#: The datamodule settings that decide which (question, answer, context) triples training shows.
+TRAINING_CONTEXT_SETTINGS = ("n_train_contexts", "n_deep_contexts", "deep_context_depth", "train_context_words", "seed")
+
+
+def weights_fingerprint(model: torch.nn.Module) -> str:
+    """A hash of a model's weights, LoRA adapters left out (with a shared base the teacher is the
+    base, adapters off; the RE's adapter changes as it trains, the teacher does not)."""
+    digest = hashlib.sha1()
+    for name, tensor in sorted(model.state_dict().items()):
+        if "lora_" not in name:
+            digest.update(name.encode())
+            digest.update(tensor.detach().to("cpu", torch.float32).contiguous().numpy().tobytes())
+    return digest.hexdigest()
+
+
+def teacher_key(teacher: dict, data_file: str | Path, data_settings: dict) -> str:
+    """The cache file's name: a hash of the teacher (its name, weights and prompt: `teacher`), the
+    training file's bytes and the settings that pick the training contexts."""
+    digest = hashlib.sha256()
+    settings = {"version": CACHE_VERSION, "teacher": teacher, "data": data_settings}
+    digest.update(json.dumps(settings, sort_keys=True, default=str).encode())
+    digest.update(Path(data_file).read_bytes())
+    return digest.hexdigest()[:20]
+
+
+class TeacherScores:
+    """F for (question, answer, context) triples: `lookup` gives a training batch's [b, k] F_ij."""
+
+    def __init__(self, scores: dict[str, float], key: str = ""):
+        self.scores, self.key = scores, key
+
+    def __len__(self) -> int:
+        return len(self.scores)
+
+    def lookup(
+        self, questions: Sequence[str], targets: Sequence[str], contexts: Sequence[Sequence[dict]]
+    ) -> torch.Tensor:
+        """F_ij [b, k] float32 for each question's sampled answer (`targets`) and its k contexts."""
+        rows = []
+        for question, target, ctxs in zip(questions, targets, contexts):
+            keys = [pair_key(question, target, c) for c in ctxs]
+            missing = [c.get("id", "?") for c, k in zip(ctxs, keys) if k not in self.scores]
+            if missing:
+                raise KeyError(
+                    f"teacher cache {self.key}: no F for question {question!r}, answer {target!r}, "
+                    f"contexts {missing}: the cache was built for other training pairs"
+                )
+            rows.append([self.scores[k] for k in keys])
+        return torch.tensor(rows, dtype=torch.float32)
+
+    def save(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        torch.save({"version": CACHE_VERSION, "key": self.key, "scores": self.scores}, tmp)
+        tmp.replace(path)  # a run stopped mid-write leaves no half file under the real name
+
+    @classmethod
+    def load(cls, path: Path) -> TeacherScores:
+        saved = torch.load(path, weights_only=True)
+        return cls(saved["scores"], saved["key"])
+
+
+@torch.no_grad()
+def build_teacher_scores(
+    teacher: Generator, triples: Iterable[tuple[str, str, dict]], batch_size: int = 16, key: str = ""
+) -> TeacherScores:
+    """F for every distinct (question, answer, context) of `triples`, by `teacher` reading its own
+    template (`teacher.template`, `teacher.max_length`). Rows are sorted by prompt length so a
+    batch pads little; the teacher is put in eval mode (no dropout) for the pass."""
+    todo: dict[str, tuple[str, str]] = {}
+    for question, answer, context in triples:
+        todo.setdefault(pair_key(question, answer, context), (fill(teacher.template, question, context), answer))
+    items = sorted(todo.items(), key=lambda item: len(item[1][0]))
+    was_training = teacher.training
+    teacher.eval()
+    device = next(teacher.parameters()).device
+    scores: dict[str, float] = {}
+    start = time.time()
+    batches = [items[i : i + batch_size] for i in range(0, len(items), batch_size)]
+    for chunk in progress(batches, "teacher cache", unit="batches"):
+        prompts = encode_prompts(teacher.tokenizer, [p for _, (p, _) in chunk], teacher.max_length)
+        labels = encode_answers(teacher.tokenizer, [a for _, (_, a) in chunk], teacher.max_answer_length)
+        f = teacher.answer_loglik(
+            prompts["input_ids"].to(device), prompts["attention_mask"].to(device), labels.to(device)
+        )
+        scores.update(zip((k for k, _ in chunk), f.float().tolist()))
+    teacher.train(was_training)
+    print(f"teacher cache {key}: {len(scores)} F_ij in {time.time() - start:.0f} s", flush=True)
+    return TeacherScores(scores, key)

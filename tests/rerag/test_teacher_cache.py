@@ -1,0 +1,129 @@
+"""The frozen teacher's cache: built once, reused, rebuilt on any change; the same loss as live scoring."""
+
+import glob
+import json
+import os
+import random
+
+import lightning as L
+import pytest
+import torch
+
+from rerag.data.datamodule import RERAGDataModule, word_window
+from rerag.models.loading import ModelSpec
+from rerag.module import RERAGModule
+from rerag.teacher_cache import TeacherScores, build_teacher_scores, pair_key
+from tests.rerag.conftest import TINY_LLAMA
+
+
+def fit(module_kwargs, data_kwargs, cache_dir, tmp_path, seed=0, steps=1):
+    L.seed_everything(seed)
+    module = RERAGModule(**module_kwargs, freeze_generator=True, teacher_cache_dir=str(cache_dir))
+    data = RERAGDataModule(**data_kwargs)
+    L.Trainer(
+        accelerator="cpu",
+        max_steps=steps,
+        limit_val_batches=0,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        default_root_dir=tmp_path,
+    ).fit(module, datamodule=data)
+    return module
+
+
+def cache_files(cache_dir):
+    return sorted(glob.glob(str(cache_dir / "*.pt")))
+
+
+def test_the_cache_is_reused_and_rebuilt_when_teacher_data_or_prompt_change(
+    causal_module_kwargs, causal_data_kwargs, tmp_path, world_dir
+):
+    cache = tmp_path / "cache"
+    first = fit(causal_module_kwargs, causal_data_kwargs, cache, tmp_path)
+    assert len(cache_files(cache)) == 1 and len(first.teacher_scores) > 0
+    (stamp,) = cache_files(cache)
+    mtime = os.path.getmtime(stamp)
+    fit(causal_module_kwargs, causal_data_kwargs, cache, tmp_path)  # same teacher, data, prompt: read back
+    assert cache_files(cache) == [stamp] and os.path.getmtime(stamp) == mtime
+
+    # another prompt
+    fit({**causal_module_kwargs, "teacher_template": "Q: {question} C: {text}"}, causal_data_kwargs, cache, tmp_path)
+    assert len(cache_files(cache)) == 2
+    # another teacher: the generator's weights differ with the seed
+    fit(causal_module_kwargs, causal_data_kwargs, cache, tmp_path, seed=1)
+    assert len(cache_files(cache)) == 3
+    # another training file: one record fewer
+    lines = (world_dir / "train.jsonl").read_text().splitlines()[:-1]
+    (tmp_path / "train.jsonl").write_text("\n".join(lines) + "\n")
+    fit(causal_module_kwargs, {**causal_data_kwargs, "train_file": str(tmp_path / "train.jsonl")}, cache, tmp_path)
+    assert len(cache_files(cache)) == 4
+
+
+def test_training_from_the_cache_gives_the_live_loss(causal_module_kwargs, causal_data_kwargs, tmp_path):
+    module = fit(causal_module_kwargs, causal_data_kwargs, tmp_path / "cache", tmp_path, steps=1)
+    module.eval()  # no dropout: both passes see the same RE
+    data = RERAGDataModule(**causal_data_kwargs)
+    data.setup("fit")
+    batch = next(iter(data.train_dataloader()))
+    b, k = len(batch["ids"]), int(batch["n_contexts"][0])
+    with torch.no_grad():
+        labels = batch["labels"].repeat_interleave(k, dim=0)
+        live_f = module.generator.answer_loglik(batch["gen"]["input_ids"], batch["gen"]["attention_mask"], labels)
+        cached_f = module.teacher_scores.lookup(batch["questions"], batch["targets"], batch["contexts"])
+        live, cached = (module.relevance_losses(batch, f.view(b, k))["loss"] for f in (live_f, cached_f))
+    assert torch.allclose(cached_f.view(-1), live_f, atol=1e-5)
+    assert torch.allclose(live, cached, atol=1e-5)
+
+
+def test_a_teacher_other_than_the_generator(causal_module_kwargs, causal_data_kwargs, chat_tokenizer_dir, tmp_path):
+    other = ModelSpec(config={**TINY_LLAMA, "num_hidden_layers": 2})
+    kwargs = {**causal_module_kwargs, "teacher": other, "teacher_tokenizer": chat_tokenizer_dir}
+    module = fit(kwargs, causal_data_kwargs, tmp_path / "cache", tmp_path, steps=2)
+    default = fit(causal_module_kwargs, causal_data_kwargs, tmp_path / "cache", tmp_path)
+    assert len(cache_files(tmp_path / "cache")) == 2
+    assert module.teacher_scores.scores.keys() == default.teacher_scores.scores.keys()
+    assert module.teacher_scores.scores != default.teacher_scores.scores  # another model's likelihoods
+
+
+def test_a_teacher_cache_needs_a_frozen_generator(causal_module_kwargs, tmp_path):
+    with pytest.raises(ValueError, match="freeze_generator"):
+        RERAGModule(**causal_module_kwargs, teacher_cache_dir=str(tmp_path))
+    with pytest.raises(ValueError, match="teacher_cache_dir"):
+        RERAGModule(**causal_module_kwargs, teacher=ModelSpec(config=TINY_LLAMA))
+
+
+def test_a_missing_pair_names_the_question_and_contexts():
+    scores = TeacherScores({pair_key("q", "a", {"text": "t"}): -1.0}, key="k")
+    assert scores.lookup(["q"], ["a"], [[{"text": "t"}]]).tolist() == [[-1.0]]
+    with pytest.raises(KeyError, match="'q'.*'b'.*c9"):
+        scores.lookup(["q"], ["b"], [[{"id": "c9", "text": "t"}]])
+
+
+def test_windows_cut_every_training_context_to_one_length(causal_data_kwargs):
+    data = RERAGDataModule(**causal_data_kwargs, train_context_words=5)
+    data.setup("fit")
+    batch = next(iter(data.train_dataloader()))
+    assert all(len(c["text"].split()) <= 5 for cs in batch["contexts"] for c in cs)
+    again = next(iter(data.train_dataloader()))  # the same window every time: the cache stays valid
+    assert [c["text"] for c in batch["contexts"][0]] == [c["text"] for c in again["contexts"][0]]
+    triples = list(data.teacher_triples())
+    assert {pair_key(q, a, c) for q, a, c in triples} >= {
+        pair_key(q, t, c) for q, t, cs in zip(batch["questions"], batch["targets"], batch["contexts"]) for c in cs
+    }
+    rng = random.Random(0)
+    assert word_window({"text": "a b c"}, 5, rng) == {"text": "a b c"}
+    assert len(word_window({"text": "a b c d e f g"}, 3, rng)["text"].split()) == 3
+
+
+def test_build_sorts_nothing_away(causal_module_kwargs):
+    module = RERAGModule(**causal_module_kwargs, freeze_generator=True)
+    triples = [
+        ("q1", "a", {"title": "", "text": "x y"}),
+        ("q1", "a", {"title": "", "text": "x y"}),
+        ("q2", "b", {"title": "t", "text": "z " * 20}),
+    ]
+    scores = build_teacher_scores(module.generator, triples, batch_size=1)
+    assert len(scores) == 2 and all(v < 0 for v in scores.scores.values())
+    json.dumps(scores.scores)
