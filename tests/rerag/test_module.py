@@ -269,3 +269,24 @@ def test_marginalizing_with_the_retriever_trains_the_generator_alone(module_kwar
     assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in module.generator.model.parameters())
     with pytest.raises(ValueError, match="would train nothing"):
         RERAGModule(**module_kwargs, marginalize_with="retriever", freeze_generator=True)
+
+
+@pytest.mark.parametrize("per_model", [False, True])
+def test_gradients_are_clipped_per_model_when_asked(module_kwargs, per_model):
+    module = RERAGModule(**module_kwargs, gradient_clip_per_model=per_model)
+    re_params, generator_params = module.parameters_by_model()
+    assert re_params and generator_params
+    for params, value in ((re_params, 3.0), (generator_params, 40.0)):  # norms 3 * sqrt(n) and 40 * sqrt(n)
+        for p in params:
+            p.grad = torch.full_like(p, value)
+    module.trainer = trainer(None)  # Lightning's own clipping reads its trainer's precision plugin
+    module.configure_gradient_clipping(module.configure_optimizers(), 1.0, "norm")
+    norms = [
+        torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in ps])).item()
+        for ps in (re_params, generator_params)
+    ]
+    if per_model:
+        assert norms == pytest.approx([1.0, 1.0], rel=1e-4)  # each model's own norm, clipped on its own
+    else:
+        assert sum(n**2 for n in norms) ** 0.5 == pytest.approx(1.0, rel=1e-4)  # one global norm
+        assert norms[0] < 0.2  # the generator's large gradient shrank the RE's far below the clip
