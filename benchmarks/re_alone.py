@@ -25,12 +25,12 @@ from pathlib import Path
 
 import torch
 
-from rerag.cli import fit_cli
+from rerag.fit_config import build_fit
 
 
 def build(config: Path, overrides: list[str]):
     """The config's module and datamodule (set up for fit) and its trainer settings, as `rerag fit` parses them."""
-    cli = fit_cli(["--config", str(config), *overrides])
+    cli = build_fit(["--config", str(config), *overrides])
     cli.datamodule.setup("fit")
     return cli.model, cli.datamodule, cli.config["trainer"], cli.config["seed_everything"]
 

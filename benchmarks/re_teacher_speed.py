@@ -21,20 +21,25 @@ from pathlib import Path
 
 import torch
 
-from rerag.cli import fit_cli
+from rerag.fit_config import build_fit
 from rerag.data.datamodule import RERAGDataModule
 from rerag.teacher_cache import build_teacher_scores
 
-LONG_RE = (
-    "Does the context answer the question? Answer true or false.\nQuestion: {question}\nContext: {title}. {text}"
+LONG_RE = "Does the context answer the question? Answer true or false.\nQuestion: {question}\nContext: {title}. {text}"
+LONG_GEN = (
+    "Answer the question with a short span copied from the context.\nContext: {title}. {text}\nQuestion: {question}"
 )
-LONG_GEN = "Answer the question with a short span copied from the context.\nContext: {title}. {text}\nQuestion: {question}"
 
 
 def settings(config_data: dict) -> dict[str, dict]:
     """Each row's datamodule overrides and whether F comes from the cache."""
-    long_prompts = {"re_template": LONG_RE, "generator_template": LONG_GEN, "re_max_length": 256,
-                    "generator_max_length": 256, "train_context_words": None}
+    long_prompts = {
+        "re_template": LONG_RE,
+        "generator_template": LONG_GEN,
+        "re_max_length": 256,
+        "generator_max_length": 256,
+        "train_context_words": None,
+    }
     return {
         "live teacher, long prompts": {"cached": False, **long_prompts},
         "cached teacher, long prompts": {"cached": True, **long_prompts},
@@ -66,7 +71,7 @@ def main() -> None:
     p.add_argument("--questions", type=int, default=6, help="timed training questions per setting")
     args = p.parse_args()
     torch.manual_seed(0)
-    cli = fit_cli(["--config", str(args.config), "--trainer.logger", "false"])
+    cli = build_fit(["--config", str(args.config), "--trainer.logger", "false"])
     module, base = cli.model, dict(cli.datamodule.hparams)
     module.log_dict = lambda *a, **k: None  # no trainer attached: the step's logging is a no-op here
     teacher, _ = module.teacher_generator()
@@ -77,7 +82,9 @@ def main() -> None:
         rows = batches(data, args.questions)
         module.teacher_scores = None
         if cached:
-            triples = [(q, t, c) for b in rows for q, t, cs in zip(b["questions"], b["targets"], b["contexts"]) for c in cs]
+            triples = [
+                (q, t, c) for b in rows for q, t, cs in zip(b["questions"], b["targets"], b["contexts"]) for c in cs
+            ]
             teacher.template = data.hparams.generator_template
             teacher.max_length = data.hparams.generator_max_length
             module.teacher_scores = build_teacher_scores(teacher, triples)
@@ -87,12 +94,18 @@ def main() -> None:
 
     baseline = next(iter(results.values()))[0]
     own = results["cached teacher, long prompts"][0]
-    print(f"\nRE training step, {args.config.name}, {args.questions} questions x "
-          f"{base['n_train_contexts']} contexts per setting, {torch.get_num_threads()} threads\n")
-    print("| setting | RE prompt tokens per context | s per question | questions/s | vs live | vs cached, long prompts |")
+    print(
+        f"\nRE training step, {args.config.name}, {args.questions} questions x "
+        f"{base['n_train_contexts']} contexts per setting, {torch.get_num_threads()} threads\n"
+    )
+    print(
+        "| setting | RE prompt tokens per context | s per question | questions/s | vs live | vs cached, long prompts |"
+    )
     print("|---|---|---|---|---|---|")
     for name, (seconds, tokens) in results.items():
-        print(f"| {name} | {tokens:.0f} | {seconds:.2f} | {1 / seconds:.3f} | {baseline / seconds:.2f}x | {own / seconds:.2f}x |")
+        print(
+            f"| {name} | {tokens:.0f} | {seconds:.2f} | {1 / seconds:.3f} | {baseline / seconds:.2f}x | {own / seconds:.2f}x |"
+        )
 
 
 if __name__ == "__main__":

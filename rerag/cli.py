@@ -15,61 +15,11 @@ import json
 import sys
 from typing import Literal
 
-from lightning.pytorch.cli import LightningCLI
-
-from rerag.callbacks import ProgressLines
-from rerag.data.datamodule import RERAGDataModule
 from rerag.demo.estimator_pretraining import EstimatorPretrainConfig
 from rerag.demo.reader_pretraining import CorpusConfig, PretrainConfig
 from rerag.integrations.eor_evaluation import run_eor
 from rerag.integrations.erag_evaluation import run_erag
-from rerag.module import RERAGModule
 from rerag.reproduce import reproduce
-
-
-class RERAGCLI(LightningCLI):
-    def add_arguments_to_parser(self, parser) -> None:
-        # The data side tokenizes with the models' own tokenizers and input settings.
-        for name in (
-            "re_tokenizer",
-            "generator_tokenizer",
-            "re_template",
-            "re_max_length",
-            "generator_template",
-            "generator_max_length",
-            "max_answer_length",
-        ):
-            parser.link_arguments(f"model.{name}", f"data.init_args.{name}")
-        parser.add_argument(
-            "--test_after_fit",
-            type=bool,
-            default=False,
-            help="after fit, run test on the best checkpoint (or the last weights)",
-        )
-        # Always on: newline progress lines when stdout is a file (a scheduler's log), nothing on a terminal.
-        parser.add_lightning_class_args(ProgressLines, "progress")
-
-    def before_instantiate_classes(self) -> None:
-        if not sys.stdout.isatty():  # ProgressLines reports instead of the bar
-            config = self.config[self.subcommand] if self.subcommand else self.config
-            config.trainer.enable_progress_bar = False
-
-    def after_fit(self) -> None:
-        if not self.config.fit.get("test_after_fit"):
-            return
-        ckpt = self.trainer.checkpoint_callback
-        best = ckpt.best_model_path if ckpt is not None and getattr(ckpt, "best_model_path", "") else None
-        self.trainer.test(self.model, datamodule=self.datamodule, ckpt_path=best)
-
-
-def fit_cli(args: list[str]) -> RERAGCLI:
-    """A `rerag fit` config parsed and its trainer, module and datamodule built, not run: for code
-    that calls `rerag fit`'s pieces itself (`rerag reproduce`, benchmarks)."""
-    import warnings
-
-    with warnings.catch_warnings():  # the caller's own argv, which LightningCLI would otherwise flag
-        warnings.filterwarnings("ignore", message="LightningCLI's args parameter")
-        return RERAGCLI(RERAGModule, RERAGDataModule, subclass_mode_data=True, args=args, run=False)
 
 
 def quiet_progress_bars_in_logs() -> None:
@@ -82,12 +32,6 @@ def quiet_progress_bars_in_logs() -> None:
 
     transformers.utils.logging.disable_progress_bar()
     datasets.utils.logging.disable_progress_bar()
-
-
-def _device(device: str | None) -> str:
-    import torch
-
-    return device or ("cuda" if torch.cuda.is_available() else "cpu")
 
 
 def make_demo_data(*, out: str = "data/demo", seed: int = 0) -> None:
@@ -221,14 +165,10 @@ def rerank(
         compile: torch.compile the RE's encoder and decoder stacks (slow first batches; pays off on long files).
         trust_remote_code: allow model code from the model folder.
     """
-    import torch
-
+    from rerag.infer.loading import load_estimator
     from rerag.infer.rerank import rerank_file
-    from rerag.models.compilation import compile_stacks
-    from rerag.models.estimator import RelevanceEstimator
 
-    model = RelevanceEstimator.from_pretrained(estimator, trust_remote_code).to(_device(device), getattr(torch, dtype))
-    compile_stacks(model, compile)
+    model = load_estimator(estimator, device, dtype, compile, trust_remote_code)
     n = rerank_file(model, input, output, top_k, batch_size)
     print(f"{n} questions -> {output}")
 
@@ -270,39 +210,24 @@ def predict_file(
         device: cpu | cuda (default: cuda when available).
         trust_remote_code: allow model code from the model folders.
     """
-    from pathlib import Path
+    from rerag.infer.predict import predict_saved
 
-    from erag.lm import load_lm
-
-    from rerag.infer.export import load_checkpoint
-    from rerag.infer.predict import predict_file as run
-    from rerag.infer.readers import ParametricReader, RAGReader
-    from rerag.models.estimator import RelevanceEstimator
-    from rerag.models.generator import Generator
-
-    if (checkpoint is None) == (export_dir is None):
-        raise ValueError("give exactly one of --checkpoint or --export_dir")
-    if checkpoint:
-        estimator, generator = load_checkpoint(checkpoint)
-    else:
-        estimator = RelevanceEstimator.from_pretrained(Path(export_dir) / "estimator", trust_remote_code)
-        generator = Generator.from_pretrained(Path(export_dir) / "generator", trust_remote_code)
-    device = _device(device)
-    lm = load_lm(llm, trust_remote_code) if llm else generator.as_lm()
-    reader = RAGReader(lm.to(device), mode, marginalization, num_beams=num_beams)
-    fallback = "unanswerable"
-    if fallback_llm:
-        fallback = ParametricReader(load_lm(fallback_llm, trust_remote_code).to(device))
-    n = run(
+    n = predict_saved(
         input,
         output,
-        estimator.to(device),
-        reader,
-        top_k=top_k,
-        threshold=threshold,
-        fallback=fallback,
-        batch_size=batch_size,
-        depth=depth,
+        checkpoint,
+        export_dir,
+        top_k,
+        mode,
+        marginalization,
+        num_beams,
+        llm,
+        threshold,
+        fallback_llm,
+        batch_size,
+        depth,
+        device,
+        trust_remote_code,
     )
     print(f"{n} predictions -> {output}")
 
@@ -340,26 +265,11 @@ def calibrate(
     """
     from pathlib import Path
 
-    from rerag.data.fid_format import read_fid
-    from rerag.infer.calibration import calibrate as run
-    from rerag.models.estimator import RelevanceEstimator
+    from rerag.infer.calibration import calibrate_saved
 
-    model = RelevanceEstimator.from_pretrained(estimator, trust_remote_code).to(_device(device))
-    report = run(
-        model,
-        read_fid(dev),
-        out,
-        top_k,
-        depth,
-        method,
-        read_fid(test) if test else None,
-        resamples,
-        seed,
-        batch_size,
-        dev_name=dev,
-        test_name=test or "test",
+    report, saved = calibrate_saved(
+        estimator, dev, out, top_k, depth, method, test, resamples, seed, batch_size, device, trust_remote_code
     )
-    saved = model.calibration.save(estimator)
     print(f"calibration -> {saved}\nreport -> {Path(out) / 'calibration_report.json'}")
     for level, r in (("set-level", report), ("per-context", report["per_context"])):
         print(
@@ -393,33 +303,11 @@ def unanswerable_report(
         device: cpu | cuda for the LLM (default: cuda when available).
         trust_remote_code: allow model code from the LLM's folder.
     """
-    import json
-    from pathlib import Path
+    from rerag.infer.unanswerable import unanswerable_files
 
-    from rerag.infer.unanswerable import markdown, mixed_strategy, plot_risk_coverage, report
-
-    dev_rows, test_rows = (
-        [json.loads(line) for line in Path(f).read_text().splitlines() if line.strip()] for f in (dev, test)
-    )
-    result = report(dev_rows, test_rows, thresholds)
-    if fallback_llm:
-        from erag.lm import load_lm
-
-        from rerag.infer.readers import ParametricReader
-
-        llm = ParametricReader(load_lm(fallback_llm, trust_remote_code).to(_device(device)))
-        questions = [r["question"] for r in test_rows]
-        answers = [a for i in range(0, len(questions), batch_size) for a in llm(questions[i : i + batch_size])]
-        result["table5"] = mixed_strategy(test_rows, answers, result["threshold"]) | {"llm": fallback_llm}
-    text = markdown(result)
-    print(text)
+    print(unanswerable_files(dev, test, out, fallback_llm, thresholds, batch_size, device, trust_remote_code))
     if out:
-        folder = Path(out)
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / "unanswerable.json").write_text(json.dumps(result, indent=2) + "\n")
-        (folder / "unanswerable.md").write_text(text + "\n")
-        plot_risk_coverage(folder / "risk_coverage.png", result)
-        print(f"report -> {folder / 'unanswerable.json'}, {folder / 'risk_coverage.png'}")
+        print(f"report -> {out}/unanswerable.json, {out}/risk_coverage.png")
 
 
 def compare(
@@ -494,6 +382,19 @@ def usage() -> str:
     return "usage: rerag SUBCOMMAND [--help] [--config FILE] [--print_config] ...\n\nsubcommands:\n" + "\n".join(rows)
 
 
+def shipped_configs(args: list[str]) -> list[str]:
+    """`--config rerag:configs/demo.yaml` (a config shipped in the installed package) as its path."""
+    from erag.lm import resolve
+
+    out = list(args)
+    for i, arg in enumerate(out):
+        if arg.startswith("--config="):
+            out[i] = "--config=" + resolve(arg.split("=", 1)[1])
+        elif i and out[i - 1] == "--config":
+            out[i] = resolve(arg)
+    return out
+
+
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else list(argv)
     if not args or args[0] in ("-h", "--help"):
@@ -504,15 +405,12 @@ def main(argv: list[str] | None = None) -> None:
         head = list(itertools.takewhile(lambda a: not a.startswith("-"), args[2:]))
         if head:
             args = [*args[:2], "--tables", json.dumps(head), *args[2 + len(head) :]]
+    args = shipped_configs(args)
     if args[0] in COMMANDS:
         from jsonargparse import CLI
 
         CLI(COMMANDS[args[0]], args=args[1:], prog=f"rerag {args[0]}")
         return
-    RERAGCLI(
-        RERAGModule,
-        RERAGDataModule,
-        subclass_mode_data=True,
-        args=None if argv is None else args,
-        save_config_kwargs={"overwrite": True},
-    )
+    from rerag.fit_config import run_cli
+
+    run_cli(args)

@@ -3,10 +3,12 @@ is defined once.
 
 Packages, bottom to top: `kernels` (a leaf) and `erag`; `eor` on `erag`; `rerag` on all three.
 Rooms inside `rerag`, bottom to top: the vocabulary (`rerag.inputs`); `data` and `models`, which
-never import each other; the method (`module`, `losses`, `decoding`, `metrics`, `callbacks`);
-`infer`; `demo` and `integrations`; the CLI (`cli` and `reproduce`, which runs the other
-subcommands for the papers' tables). Nothing imports the demo except the package
-`__init__` (to register the shipped reader's model type) and the CLI.
+never import each other; the method (`module`, `losses`, `decoding`, `metrics`, `callbacks`, the fit
+config parser, the teacher cache); `infer`; `demo` and `integrations`; `reproduce`, which drives the
+functions the other subcommands call; the CLI (`cli`), which only parses and which nothing imports
+but the entry point (`rerag.__main__`). Nothing imports the demo except the package `__init__` (to
+register the shipped reader's model type), `reproduce` and the CLI. No product module imports or
+reads `benchmarks/`: experiments stand on the product, never the other way.
 """
 
 import ast
@@ -29,6 +31,17 @@ ALLOWED = {
     "rerag.infer": {"kernels", "erag", "rerag.inputs", "rerag.data", "rerag.models", "rerag.method"},
     "rerag.demo": {"erag", "eor", "rerag.inputs", "rerag.data", "rerag.models", "rerag.method"},
     "rerag.integrations": {"erag", "eor", "rerag.inputs", "rerag.data", "rerag.models", "rerag.method", "rerag.infer"},
+    "rerag.reproduce": {
+        "erag",
+        "eor",
+        "rerag.inputs",
+        "rerag.data",
+        "rerag.models",
+        "rerag.method",
+        "rerag.infer",
+        "rerag.demo",
+        "rerag.integrations",
+    },
     "rerag.cli": {
         "erag",
         "eor",
@@ -38,10 +51,12 @@ ALLOWED = {
         "rerag.infer",
         "rerag.demo",
         "rerag.integrations",
+        "rerag.reproduce",
     },
+    "rerag.main": {"rerag.cli"},
     "rerag.package": {"rerag.data", "rerag.models", "rerag.method", "rerag.demo"},
 }
-METHOD = {"module", "losses", "decoding", "metrics", "callbacks"}
+METHOD = {"module", "losses", "decoding", "metrics", "callbacks", "fit_config", "teacher_cache"}
 
 
 def unit(module: str) -> str:
@@ -51,10 +66,10 @@ def unit(module: str) -> str:
         return parts[0]
     if len(parts) == 1 or parts[1] == "__init__":
         return "rerag.package"
-    if parts[1] in ("data", "models", "infer", "demo", "integrations", "inputs", "cli"):
+    if parts[1] in ("data", "models", "infer", "demo", "integrations", "inputs", "cli", "reproduce"):
         return f"rerag.{parts[1]}"
-    if parts[1] in ("__main__", "reproduce"):
-        return "rerag.cli"
+    if parts[1] == "__main__":
+        return "rerag.main"
     assert parts[1] in METHOD, f"{module} is in no room: add it to a room or to METHOD"
     return "rerag.method"
 
@@ -89,6 +104,30 @@ def test_imports_run_one_way(module, path):
         if other == own:
             continue
         assert other in ALLOWED[own], f"{module} ({own}) imports {name} ({other}): not allowed"
+
+
+def test_nothing_but_the_entry_point_imports_the_cli():
+    importers = [m for m, path in project_modules() if "rerag.cli" in imports(path, m) and m != "rerag.__main__"]
+    assert not importers, f"{importers} import rerag.cli: call the function the subcommand calls instead"
+
+
+@pytest.mark.parametrize("module, path", list(project_modules()), ids=lambda x: str(x))
+def test_the_product_never_reaches_into_benchmarks(module, path):
+    source = path.read_text()
+    assert "benchmarks" not in {name.split(".")[0] for name in imports_any(path)}, f"{module} imports benchmarks"
+    assert '"benchmarks"' not in source and "'benchmarks'" not in source, f"{module} names the benchmarks folder"
+    assert "parents[2]" not in source, f"{module} climbs out of its package to find files"
+
+
+def imports_any(path: Path) -> set[str]:
+    """Every module name `path` imports, the project's or not."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            found.add(node.module)
+    return found
 
 
 def test_no_circle_between_units():

@@ -313,3 +313,41 @@ def calibrate(
     )
     (out / "calibration_report.json").write_text(json.dumps(report, indent=2, allow_nan=False) + "\n")
     return report
+
+
+def calibrate_saved(
+    estimator: str,
+    dev: str,
+    out: str,
+    top_k: int = 25,
+    depth: int | None = None,
+    method: str = "platt",
+    test: str | None = None,
+    resamples: int = 1000,
+    seed: int = 0,
+    batch_size: int = 64,
+    device: str | None = None,
+    trust_remote_code: bool = False,
+) -> tuple[dict[str, Any], Path]:
+    """`calibrate` on files (`rerag calibrate`'s arguments): the exported RE folder `estimator`, FiD
+    files `dev` and `test`; the calibration is saved into the RE's folder. Returns the report and the
+    calibration file."""
+    from rerag.data.fid_format import read_fid
+    from rerag.infer.loading import load_estimator
+
+    model = load_estimator(estimator, device, trust_remote_code=trust_remote_code)
+    report = calibrate(
+        model,
+        read_fid(dev),
+        out,
+        top_k,
+        depth,
+        method,
+        read_fid(test) if test else None,
+        resamples,
+        seed,
+        batch_size,
+        dev_name=dev,
+        test_name=test or "test",
+    )
+    return report, model.calibration.save(estimator)

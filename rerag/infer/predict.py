@@ -109,6 +109,49 @@ def predict_file(
     return write_records(output_path, predict(records, estimator, reader, **kwargs))
 
 
+def predict_saved(
+    input: str,
+    output: str,
+    checkpoint: str | None = None,
+    export_dir: str | None = None,
+    top_k: int = 25,
+    mode: str = "rag",
+    marginalization: str = "fast",
+    num_beams: int = 1,
+    llm: str | None = None,
+    threshold: float | None = None,
+    fallback_llm: str | None = None,
+    batch_size: int = 8,
+    depth: int | None = None,
+    device: str | None = None,
+    trust_remote_code: bool = False,
+) -> int:
+    """`predict_file` with saved models (`rerag predict-file`'s arguments): the RE of `checkpoint` or
+    `export_dir`, its generator as the reader (or the Hugging Face LM `llm`), and with `threshold`
+    "unanswerable" (or `fallback_llm`'s closed-book answer) below it. Returns the predictions written."""
+    from erag.lm import load_lm
+
+    from rerag.infer.loading import default_device, load_models
+    from rerag.infer.readers import ParametricReader
+
+    estimator, generator = load_models(checkpoint, export_dir, trust_remote_code)
+    device = default_device(device)
+    lm = load_lm(llm, trust_remote_code) if llm else generator.as_lm()
+    reader = RAGReader(lm.to(device), mode, marginalization, num_beams=num_beams)
+    fallback = ParametricReader(load_lm(fallback_llm, trust_remote_code).to(device)) if fallback_llm else UNANSWERABLE
+    return predict_file(
+        input,
+        output,
+        estimator.to(device),
+        reader,
+        top_k=top_k,
+        threshold=threshold,
+        fallback=fallback,
+        batch_size=batch_size,
+        depth=depth,
+    )
+
+
 class JSONLWriter(BasePredictionWriter):
     """Writes `RERAGModule.predict_step`'s dicts as JSONL for LightningCLI's `rerag predict`:
     `--trainer.callbacks+=rerag.infer.predict.JSONLWriter --trainer.callbacks.path=preds.jsonl`.

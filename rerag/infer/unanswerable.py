@@ -241,3 +241,43 @@ def plot_risk_coverage(path, report: dict) -> None:
     axes.grid(alpha=0.3)
     axes.legend(loc="lower left")
     figure.savefig(path, dpi=110)
+
+
+def unanswerable_files(
+    dev: str,
+    test: str,
+    out: str | None = None,
+    fallback_llm: str | None = None,
+    thresholds: Sequence[float] = THRESHOLDS,
+    batch_size: int = 8,
+    device: str | None = None,
+    trust_remote_code: bool = False,
+) -> str:
+    """`report` on `rerag predict-file` outputs (`rerag unanswerable-report`'s arguments), with Table 5
+    when `fallback_llm` answers every test question closed-book; written to `out` (unanswerable.json,
+    unanswerable.md, risk_coverage.png) when given. Returns the markdown."""
+    import json
+    from pathlib import Path
+
+    dev_rows, test_rows = (
+        [json.loads(line) for line in Path(f).read_text().splitlines() if line.strip()] for f in (dev, test)
+    )
+    result = report(dev_rows, test_rows, thresholds)
+    if fallback_llm:
+        from erag.lm import load_lm
+
+        from rerag.infer.loading import default_device
+        from rerag.infer.readers import ParametricReader
+
+        llm = ParametricReader(load_lm(fallback_llm, trust_remote_code).to(default_device(device)))
+        questions = [r["question"] for r in test_rows]
+        answers = [a for i in range(0, len(questions), batch_size) for a in llm(questions[i : i + batch_size])]
+        result["table5"] = mixed_strategy(test_rows, answers, result["threshold"]) | {"llm": fallback_llm}
+    text = markdown(result)
+    if out:
+        folder = Path(out)
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "unanswerable.json").write_text(json.dumps(result, indent=2) + "\n")
+        (folder / "unanswerable.md").write_text(text + "\n")
+        plot_risk_coverage(folder / "risk_coverage.png", result)
+    return text

@@ -87,7 +87,7 @@ def reproduce(
     scale: Literal["toy", "quick", "full"] = "quick",
     out: str = "outputs/reproduce",
     doc: str | None = "REPRODUCTION.md",
-    fit_config: str = "configs/demo.yaml",
+    fit_config: str = "rerag:configs/demo.yaml",
     data_dir: str | None = None,
     top_k: int = DEFAULT_TOP_K,
     llm: str | None = None,
@@ -102,7 +102,8 @@ def reproduce(
             demo's settings (1,200 steps each, every question).
         out: output folder: <paper>/<table>.md, .json and .png, runs/ (the cache) and index.json.
         doc: the Markdown report, rewritten from the index (None: do not write it).
-        fit_config: the `rerag fit` config every model starts from (a real-data config runs the paper scale).
+        fit_config: the `rerag fit` config every model starts from (a real-data config runs the paper scale);
+            `rerag:configs/...` names a config shipped in the package.
         data_dir: the FiD data folder (default: data/demo; toy: OUT/data).
         top_k: contexts the RE keeps for answers and confidence (demo 5; paper 25).
         llm: a Hugging Face LM for the LLM-reader rows of Table 1 and the closed-book fallback of

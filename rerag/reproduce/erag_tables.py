@@ -3,12 +3,12 @@ that judges each document), over the retriever's lists and the RE's, and the cos
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
+from erag.cost import cost_table
+
 from rerag.reproduce.result import Result, markdown_table, plot_lines
-from rerag.reproduce.workspace import ROOT, Workspace
+from rerag.reproduce.workspace import Workspace
 
 METRICS = ["MAP", "MRR", "NDCG@{k}", "P@{k}", "R@{k}", "Hit@{k}"]
 TOP_K = 10
@@ -166,7 +166,7 @@ def figure2(ws: Workspace) -> Result:
 
 
 def table2(ws: Workspace) -> Result:
-    """Runtime and peak memory of eRAG against end-to-end evaluation (`benchmarks/erag_cost.py`)."""
+    """Runtime and peak memory of eRAG against end-to-end evaluation (`erag.cost`)."""
     sizes = {
         "toy": [
             "--d-model",
@@ -191,10 +191,9 @@ def table2(ws: Workspace) -> Result:
         "quick": ["--queries", "4", "--memory-queries", "1", "--docs", "20"],
         "full": [],
     }[ws.scale_name]
-    command = [sys.executable, str(ROOT / "benchmarks" / "erag_cost.py"), *sizes]
 
     def go(folder: Path) -> dict:
-        out = subprocess.run(command, capture_output=True, text=True, check=True, cwd=ROOT).stdout
+        out = cost_table(sizes)
         return {"table": "\n".join(line for line in out.splitlines() if line.startswith("|"))}
 
     done = ws.step("erag_cost", sizes, go)

@@ -18,8 +18,10 @@ from typing import Any
 
 import yaml
 
-ROOT = Path(__file__).resolve().parents[2]
-DEMO_CONFIG = ROOT / "configs" / "demo.yaml"
+from erag.lm import resolve
+
+SHIPPED_DEMO_CONFIG = "rerag:configs/demo.yaml"  # the demo config inside the installed package
+DEMO_CONFIG = Path(resolve(SHIPPED_DEMO_CONFIG)).resolve()
 DEMO_DATA = "data/demo"  # where `rerag fit --config configs/demo.yaml` writes its world
 DEFAULT_TOP_K = 5  # contexts the RE keeps for answers and confidence (the paper: 25)
 
@@ -80,12 +82,12 @@ class Workspace:
         self,
         out: str | Path,
         scale: str = "quick",
-        config: str | Path = DEMO_CONFIG,
+        config: str | Path = SHIPPED_DEMO_CONFIG,
         data_dir: str | None = None,
         top_k: int = DEFAULT_TOP_K,
         llm: str | None = None,
     ):
-        self.out, self.scale_name, self.config = Path(out), scale, Path(config)
+        self.out, self.scale_name, self.config = Path(out), scale, Path(resolve(str(config)))
         self.scale = SCALES[scale]
         self.top_k, self.llm = top_k, llm
         self.data_dir = data_dir or str(self.out / "data" if scale == "toy" else DEMO_DATA)
@@ -172,20 +174,15 @@ class Workspace:
 
     def calibrated(self, run: dict, top_k: int, depth: int | None = None) -> dict:
         """`rerag calibrate` on dev, reported on test: the report, and the RE folder now calibrated."""
-        from rerag.cli import calibrate
+        from rerag.infer.calibration import calibrate_saved
 
         def go(folder: Path) -> dict:
             estimator = folder / "estimator"
             _copy(self.exported(run) / "estimator", estimator)
-            calibrate(
-                estimator=str(estimator),
-                dev=self.split_file("dev"),
-                test=self.split_file("test"),
-                out=str(folder),
-                top_k=top_k,
-                depth=depth,
+            report, _ = calibrate_saved(
+                str(estimator), self.split_file("dev"), str(folder), top_k, depth, test=self.split_file("test")
             )
-            return {"estimator": str(estimator), "report": json.loads((folder / "calibration_report.json").read_text())}
+            return {"estimator": str(estimator), "report": report}
 
         return self.step("calibrate", [run["checkpoint"], top_k, depth], go)
 
@@ -200,7 +197,7 @@ class Workspace:
         llm: str | None = None,
     ) -> list[dict]:
         """`rerag predict-file` on a split, with the calibrated RE (or the raw one)."""
-        from rerag.cli import predict_file
+        from rerag.infer.predict import predict_saved
 
         def go(folder: Path) -> dict:
             estimator = (
@@ -209,7 +206,7 @@ class Workspace:
             export_dir = folder / "model"
             _link(Path(estimator), export_dir / "estimator")
             _link(self.exported(run) / "generator", export_dir / "generator")
-            predict_file(
+            predict_saved(
                 input=self.split_file(split),
                 output=str(folder / "predictions.jsonl"),
                 export_dir=str(export_dir),
@@ -241,7 +238,7 @@ def _fit(config: Path, overrides: dict[str, Any], folder: Path, test: bool) -> d
     from lightning.pytorch.callbacks import ModelCheckpoint
 
     from rerag.callbacks import LearningCurve, MetricsWriter
-    from rerag.cli import fit_cli
+    from rerag.fit_config import build_fit
 
     args = [
         "--config",
@@ -253,7 +250,7 @@ def _fit(config: Path, overrides: dict[str, Any], folder: Path, test: bool) -> d
     ]
     for name, value in overrides.items():
         args += [f"--{name}", json.dumps(value) if not isinstance(value, str) else value]
-    cli = fit_cli(args)
+    cli = build_fit(args)
     for callback in cli.trainer.callbacks:  # every file the run writes goes into its folder
         if isinstance(callback, ModelCheckpoint):
             callback.dirpath = str(folder / "checkpoints")

@@ -1,0 +1,67 @@
+"""A `rerag fit` config (YAML plus `--section.field value` overrides) parsed into its trainer,
+LightningModule and datamodule: `RERAGCLI`, the LightningCLI behind `rerag fit | validate | test |
+predict`, and `build_fit`, the same parse without running, for code that drives a fit itself
+(`rerag reproduce`, benchmarks)."""
+
+from __future__ import annotations
+
+import sys
+import warnings
+
+from lightning.pytorch.cli import LightningCLI
+
+from rerag.callbacks import ProgressLines
+from rerag.data.datamodule import RERAGDataModule
+from rerag.module import RERAGModule
+
+#: Model settings the datamodule shares: it tokenizes with the models' own tokenizers and input settings.
+LINKED = (
+    "re_tokenizer",
+    "generator_tokenizer",
+    "re_template",
+    "re_max_length",
+    "generator_template",
+    "generator_max_length",
+    "max_answer_length",
+)
+
+
+class RERAGCLI(LightningCLI):
+    def add_arguments_to_parser(self, parser) -> None:
+        for name in LINKED:
+            parser.link_arguments(f"model.{name}", f"data.init_args.{name}")
+        parser.add_argument(
+            "--test_after_fit",
+            type=bool,
+            default=False,
+            help="after fit, run test on the best checkpoint (or the last weights)",
+        )
+        # Always on: newline progress lines when stdout is a file (a scheduler's log), nothing on a terminal.
+        parser.add_lightning_class_args(ProgressLines, "progress")
+
+    def before_instantiate_classes(self) -> None:
+        if not sys.stdout.isatty():  # ProgressLines reports instead of the bar
+            config = self.config[self.subcommand] if self.subcommand else self.config
+            config.trainer.enable_progress_bar = False
+
+    def after_fit(self) -> None:
+        if not self.config.fit.get("test_after_fit"):
+            return
+        ckpt = self.trainer.checkpoint_callback
+        best = ckpt.best_model_path if ckpt is not None and getattr(ckpt, "best_model_path", "") else None
+        self.trainer.test(self.model, datamodule=self.datamodule, ckpt_path=best)
+
+
+def build_fit(args: list[str]) -> RERAGCLI:
+    """A fit config parsed and its trainer, module and datamodule built (`.trainer`, `.model`,
+    `.datamodule`, `.config`), not run."""
+    with warnings.catch_warnings():  # the caller's own argv, which LightningCLI would otherwise flag
+        warnings.filterwarnings("ignore", message="LightningCLI's args parameter")
+        return RERAGCLI(RERAGModule, RERAGDataModule, subclass_mode_data=True, args=args, run=False)
+
+
+def run_cli(args: list[str] | None = None) -> RERAGCLI:
+    """`rerag fit | validate | test | predict` with `args` (None: the process's own argv)."""
+    return RERAGCLI(
+        RERAGModule, RERAGDataModule, subclass_mode_data=True, args=args, save_config_kwargs={"overwrite": True}
+    )
