@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import time
 
-
 import numpy as np
 import torch
 

@@ -23,9 +23,9 @@ from pathlib import Path
 
 import torch
 import yaml
-from erag.lm import load_tokenizer
 from re_learnability import encode, reader_scores
 
+from erag.lm import load_tokenizer
 from rerag.data.datamodule import sample_deep_contexts
 from rerag.data.fid_format import read_fid
 from rerag.losses import rerag_loss

@@ -21,12 +21,12 @@ from pathlib import Path
 import torch
 import yaml
 
+from erag.lm import load_tokenizer
 from rerag.data.fid_format import read_fid
 from rerag.inputs import format_pairs
 from rerag.losses import rerag_loss
 from rerag.models.estimator import RelevanceEstimator
 from rerag.models.generator import Generator
-from erag.lm import load_tokenizer
 from rerag.models.loading import ModelSpec, architecture, build_model
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import torch
 
-from rerag.fit_config import build_fit
 from rerag.data.datamodule import RERAGDataModule
+from rerag.fit_config import build_fit
 from rerag.teacher_cache import build_teacher_scores
 
 LONG_RE = "Does the context answer the question? Answer true or false.\nQuestion: {question}\nContext: {title}. {text}"

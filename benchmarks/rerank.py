@@ -20,8 +20,8 @@ import time
 import torch
 from transformers import T5Config, T5ForConditionalGeneration
 
-from rerag.models.estimator import RelevanceEstimator
 from erag.lm import load_tokenizer
+from rerag.models.estimator import RelevanceEstimator
 
 SIZES = {  # d_model, d_ff, d_kv, heads, layers: the shapes of the public T5 checkpoints, and a toy one
     "tiny": (64, 128, 16, 4, 2),  # for smoke runs (benchmarks/gpu_check.py --cpu-dry-run)

@@ -36,15 +36,14 @@ from __future__ import annotations
 import argparse
 import time
 
-
 import torch
 from transformers import T5Config, T5ForConditionalGeneration
 
+from erag.lm import load_tokenizer
 from rerag.losses import rerag_loss
 from rerag.models.compilation import compile_stacks
 from rerag.models.estimator import RelevanceEstimator
 from rerag.models.generator import Generator
-from erag.lm import load_tokenizer
 
 # Dense bf16 peak, TFLOP/s, matched against torch.cuda.get_device_name() in this order (the PCIe and
 # NVL H100s clock lower than the SXM one, whose name carries no form factor: "NVIDIA H100 80GB HBM3").

@@ -3,9 +3,10 @@ MRLR before and after adding EoR (table 1)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Literal, Sequence
+from typing import Literal
 
 import numpy as np
 import torch
@@ -15,10 +16,9 @@ from eor.learning import SearchConfig, learn_weights
 from eor.plots import plot_boxplot, plot_heatmap
 from eor.reader import Reader, read_pool
 from eor.retrievers.base import Retriever
-from erag.answers import exact_match, has_answer, token_f1
-
 from eor.similarity import Similarity, build_metric, similarity_tensor
 from eor.voter import Voter, VoterWeights
+from erag.answers import exact_match, has_answer, token_f1
 
 
 @dataclass

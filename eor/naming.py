@@ -14,10 +14,10 @@ BASE, RERANKER and COMPRESSOR are the names the caller registers in a `Registry`
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
 
-from eor.ops import Compress, Concat, Reranker, Rerank, Truncate
+from eor.ops import Compress, Concat, Rerank, Reranker, Truncate
 from eor.retrievers.base import BASE_NAME, Generate, Retriever
 
 _OP_NAME = re.compile(r"[A-Za-z_]\w*")

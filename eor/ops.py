@@ -8,15 +8,15 @@ that priority cannot express the tree, e.g. `(BM25@20)@RR` or `(BM25&Dense)@RR@1
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
-from typing import Sequence
 
 import numpy as np
-from erag.contracts import Reranker
 
 from eor.corpus import Passage
 from eor.encoder import Encoder
 from eor.retrievers.base import Generate, Retriever
+from erag.contracts import Reranker
 
 #: The paper's compression template (appendix C.2).
 CP_PROMPT = (

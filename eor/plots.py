@@ -5,8 +5,9 @@ Figures are drawn on matplotlib's Agg canvas without pyplot, leaving the global 
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
-
-from erag.contracts import Reader
-from erag.progress import progress
 
 from eor.retrievers.base import Retriever
+from erag.contracts import Reader
+from erag.progress import progress
 
 #: The paper's prompts for Llama2-chat (appendix C.2), in the `{question}` / `{context}` placeholders
 #: of the project's readers: retrieval-augmented generation, and retrieval-free generation.

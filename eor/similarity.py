@@ -7,15 +7,15 @@ a `name` (the key of its weight in `VoterWeights`) and `symmetric` (sim(a, b) ==
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Protocol, Sequence
+from typing import Protocol
 
 import numpy as np
 import torch
 
-from erag.answers import exact_match, token_f1
-
 from eor.encoder import Encoder
+from erag.answers import exact_match, token_f1
 
 
 class Similarity(Protocol):

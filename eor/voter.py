@@ -19,9 +19,9 @@ the larger w^r (`select`), and a cosine similarity's negative scores cannot make
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Mapping, Sequence
 
 import torch
 
@@ -97,7 +97,7 @@ class VoterWeights:
         Path(path).write_text(json.dumps(asdict(self), indent=2) + "\n", encoding="utf-8")
 
     @classmethod
-    def load(cls, path: str | Path) -> "VoterWeights":
+    def load(cls, path: str | Path) -> VoterWeights:
         return cls(**json.loads(Path(path).read_text(encoding="utf-8")))
 
     def tensors(self) -> tuple[torch.Tensor, torch.Tensor]:

@@ -7,8 +7,6 @@ batched across queries and documents.
 
 from __future__ import annotations
 
-from typing import Union
-
 from .contracts import ExpectedOutputs, Reader, RetrievalResults, run_reader, validate_inputs
 from .downstream import DownstreamMetric, get_downstream_metric
 
@@ -31,7 +29,7 @@ def annotate(
     retrieval_results: RetrievalResults,
     expected_outputs: ExpectedOutputs,
     reader: Reader,
-    downstream_metric: Union[str, DownstreamMetric],
+    downstream_metric: str | DownstreamMetric,
     batch_size: int = 32,
 ) -> dict[str, list[float]]:
     """eRAG relevance labels ``{query_id: [G_q[d] for d in ranked documents]}`` (eq. 1)."""

@@ -16,7 +16,7 @@ import collections
 import re
 import string
 import unicodedata
-from typing import Sequence
+from collections.abc import Sequence
 
 _PUNCTUATION = set(string.punctuation)
 _ARTICLES = re.compile(r"\b(a|an|the)\b")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Callable, Optional, Sequence, Union
+from collections.abc import Callable, Sequence
 
 import lightning.pytorch as pl
 import torch
@@ -36,14 +36,14 @@ class ERAGCallback(pl.Callback):
 
     def __init__(
         self,
-        ranking: Union[RankingFn, str],
-        reader: Optional[Reader] = None,
-        reader_fn: Optional[Callable[["pl.LightningModule"], Reader]] = None,
+        ranking: RankingFn | str,
+        reader: Reader | None = None,
+        reader_fn: Callable[[pl.LightningModule], Reader] | None = None,
         metrics: Sequence[str] = ("P@5", "R@5", "MAP", "MRR", "NDCG@10", "Hit@5"),
-        downstream_metric: Union[str, DownstreamMetric] = "em",
+        downstream_metric: str | DownstreamMetric = "em",
         every_n_epochs: int = 1,
         batch_size: int = 32,
-        relevance_threshold: Optional[float] = None,
+        relevance_threshold: float | None = None,
     ):
         if (reader is None) == (reader_fn is None):
             raise ValueError("give exactly one of reader and reader_fn")
@@ -59,15 +59,15 @@ class ERAGCallback(pl.Callback):
         self.every_n_epochs = every_n_epochs
         self.batch_size = batch_size
         self.relevance_threshold = relevance_threshold
-        self.last_result: Optional[dict] = None
+        self.last_result: dict | None = None
 
-    def _rankings(self, trainer: "pl.Trainer", pl_module: "pl.LightningModule"):
+    def _rankings(self, trainer: pl.Trainer, pl_module: pl.LightningModule):
         if not isinstance(self.ranking, str):
             return self.ranking(trainer, pl_module)
         value = getattr(pl_module, self.ranking)
         return value() if callable(value) else value
 
-    def on_validation_epoch_end(self, trainer: "pl.Trainer", pl_module: "pl.LightningModule") -> None:
+    def on_validation_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if trainer.sanity_checking or (trainer.current_epoch + 1) % self.every_n_epochs:
             return
         retrieval_results, expected_outputs = self._rankings(trainer, pl_module)

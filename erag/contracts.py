@@ -11,7 +11,7 @@ eRAG's inputs are keyed by query id, so two queries with the same text stay two 
 
 from __future__ import annotations
 
-from typing import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from .progress import progress
 

@@ -6,7 +6,7 @@ A correlation with a constant side is undefined; the result says so in words ins
 from __future__ import annotations
 
 import math
-from typing import Mapping
+from collections.abc import Mapping
 
 from scipy import stats
 

@@ -38,7 +38,6 @@ import subprocess
 import sys
 import time
 
-
 MODES = ("e2e-concat", "e2e-fid", "erag")
 
 

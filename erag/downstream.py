@@ -18,7 +18,7 @@ match, ``erag.answers.has_answer``), for readers that answer in sentences, such 
 from __future__ import annotations
 
 import functools
-from typing import Callable, Optional, Sequence, Union
+from collections.abc import Callable, Sequence
 
 from rouge_score import rouge_scorer
 
@@ -37,7 +37,7 @@ _FEVER_SPELLINGS = {
 _FEVER_LABEL = {spelling: label for label, spellings in _FEVER_SPELLINGS.items() for spelling in spellings}
 
 
-def fever_label(text: str) -> Optional[str]:
+def fever_label(text: str) -> str | None:
     """The FEVER label ``text`` spells ("SUPPORTS", "REFUTES", "NOT ENOUGH INFO"), or None."""
     return _FEVER_LABEL.get(normalize_answer(text).replace(" ", ""))
 
@@ -79,7 +79,7 @@ DOWNSTREAM_METRICS: dict[str, DownstreamMetric] = {
 }
 
 
-def get_downstream_metric(metric: Union[str, DownstreamMetric]) -> DownstreamMetric:
+def get_downstream_metric(metric: str | DownstreamMetric) -> DownstreamMetric:
     """Return the metric named ``metric`` (one of ``DOWNSTREAM_METRICS``), or ``metric`` if callable."""
     if callable(metric):
         return metric

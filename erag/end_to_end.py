@@ -8,7 +8,7 @@ metric is correlated with that score.
 from __future__ import annotations
 
 import math
-from typing import Mapping, Optional, Sequence, Union
+from collections.abc import Mapping, Sequence
 
 from .annotate import annotate
 from .baselines import contains_answer_labels, llm_judge_labels
@@ -22,7 +22,7 @@ def end_to_end_scores(
     retrieval_results: RetrievalResults,
     expected_outputs: ExpectedOutputs,
     reader: Reader,
-    downstream_metric: Union[str, DownstreamMetric],
+    downstream_metric: str | DownstreamMetric,
     batch_size: int = 1,
 ) -> dict:
     """``{"per_query": {query_id: E_M(M(q, R_k), y)}, "aggregated": mean}``; ``batch_size`` queries
@@ -44,15 +44,15 @@ def compare_with_end_to_end(
     retrieval_results: RetrievalResults,
     expected_outputs: ExpectedOutputs,
     reader: Reader,
-    downstream_metric: Union[str, DownstreamMetric],
+    downstream_metric: str | DownstreamMetric,
     metrics: Sequence[str],
     *,
     contains_answer: bool = True,
-    provenance_labels: Optional[Mapping[str, Sequence[float]]] = None,
-    judge: Optional[Reader] = None,
+    provenance_labels: Mapping[str, Sequence[float]] | None = None,
+    judge: Reader | None = None,
     batch_size: int = 32,
     end_to_end_batch_size: int = 1,
-    relevance_threshold: Optional[float] = None,
+    relevance_threshold: float | None = None,
 ) -> dict:
     """Score eRAG and the baseline labelings, and correlate each with end-to-end performance.
 

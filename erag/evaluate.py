@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Optional, Sequence, Union
+from collections.abc import Sequence
 
 from .annotate import annotate
 from .contracts import ExpectedOutputs, Reader, RetrievalResults
@@ -14,11 +14,11 @@ def evaluate(
     retrieval_results: RetrievalResults,
     expected_outputs: ExpectedOutputs,
     reader: Reader,
-    downstream_metric: Union[str, DownstreamMetric],
+    downstream_metric: str | DownstreamMetric,
     metrics: Sequence[str],
     *,
     batch_size: int = 32,
-    relevance_threshold: Optional[float] = None,
+    relevance_threshold: float | None = None,
 ) -> dict:
     """Evaluate ranked lists with eRAG: label each document by the reader's downstream score on
     that document alone (eq. 1), then score the lists with retrieval metrics (§2).

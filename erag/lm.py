@@ -25,7 +25,6 @@ import torch
 from torch import nn
 from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer, PreTrainedModel
 
-
 #: The default prompt of a reader: a short answer from the context.
 READER_TEMPLATE = (
     "Answer the question with a short phrase from the context.\n\nContext:\n{context}\n\nQuestion: {question}"
@@ -250,7 +249,7 @@ class LM(Protocol):
     template: str
     model: PreTrainedModel
 
-    def to(self, device: str | torch.device) -> "LM": ...
+    def to(self, device: str | torch.device) -> LM: ...
     def generate(self, prompts: list[str], num_beams: int = 1) -> tuple[list[str], torch.Tensor]: ...
     def loglik(self, prompts: list[str], answers: list[str]) -> torch.Tensor: ...
 

@@ -64,7 +64,7 @@ class HFReader:
         self.generate_kwargs = generate_kwargs or {}
 
     @classmethod
-    def from_pretrained(cls, name_or_path: str, *, model_kwargs: dict | None = None, **reader_kwargs) -> "HFReader":
+    def from_pretrained(cls, name_or_path: str, *, model_kwargs: dict | None = None, **reader_kwargs) -> HFReader:
         """Load tokenizer and model (seq2seq or causal, read from the config) and build a reader.
         ``model_kwargs`` go to ``from_pretrained`` (e.g. ``dtype``, ``device_map``)."""
         lm = load_lm(name_or_path, model_kwargs=model_kwargs)

@@ -6,12 +6,11 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Optional, Union
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-PathLike = Union[str, Path]
+PathLike = str | Path
 
 
 def _json_safe(value):
@@ -25,9 +24,7 @@ def _json_safe(value):
     return value
 
 
-def write_report(
-    result: dict, path_json: PathLike, path_png: Optional[PathLike] = None, labeling: str = "erag"
-) -> None:
+def write_report(result: dict, path_json: PathLike, path_png: PathLike | None = None, labeling: str = "erag") -> None:
     """Write ``result`` to ``path_json``; with ``path_png``, also plot each metric of ``labeling``
     against the end-to-end score, one panel per metric, titled with Kendall's tau and Spearman's rho.
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 import numbers
 import re
-from typing import Mapping, Optional, Sequence
+from collections.abc import Mapping, Sequence
 
 import torch
 from torchmetrics.functional import retrieval as tm
@@ -41,7 +41,7 @@ _TORCHMETRICS = {
 }
 
 
-def parse_metric(name: str) -> tuple[str, Optional[int]]:
+def parse_metric(name: str) -> tuple[str, int | None]:
     """``"NDCG@10"`` -> ``("NDCG", 10)``; without ``@k`` the whole list counts (k is None)."""
     match = _METRIC_NAME.match(name) if isinstance(name, str) else None
     if match is None:
@@ -64,7 +64,7 @@ def check_labels(labels: Mapping[str, Sequence[float]]) -> None:
                 )
 
 
-def _query_value(kind: str, k: Optional[int], labels: Sequence[float], binary: bool) -> float:
+def _query_value(kind: str, k: int | None, labels: Sequence[float], binary: bool) -> float:
     if not labels:  # nothing retrieved, nothing relevant
         return 0.0
     target = torch.tensor(labels, dtype=torch.float64)
@@ -82,7 +82,7 @@ def _query_value(kind: str, k: Optional[int], labels: Sequence[float], binary: b
 def score_labels(
     labels: Mapping[str, Sequence[float]],
     metrics: Sequence[str],
-    relevance_threshold: Optional[float] = None,
+    relevance_threshold: float | None = None,
 ) -> dict[str, dict]:
     """``{"per_query": {query_id: {metric: value}}, "aggregated": {metric: mean over queries}}``."""
     if not labels:

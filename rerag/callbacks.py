@@ -9,6 +9,7 @@ from pathlib import Path
 
 import lightning as L
 import torch
+
 from erag.progress import default_interval, progress_line
 
 

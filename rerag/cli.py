@@ -106,7 +106,8 @@ def pretrain(*, reader: PretrainConfig | None = None, corpus: CorpusConfig | Non
         reader: the reader's size and training run (`rerag.demo.reader_pretraining.PretrainConfig`).
         corpus: the synthetic reading corpus (`rerag.demo.reader_pretraining.CorpusConfig`).
     """
-    from rerag.demo.reader_pretraining import pretrain as run, save_reader
+    from rerag.demo.reader_pretraining import pretrain as run
+    from rerag.demo.reader_pretraining import save_reader
 
     reader, corpus = reader or PretrainConfig(), corpus or CorpusConfig()
     generator, rows = run(reader, corpus)
@@ -119,7 +120,8 @@ def pretrain_estimator(*, estimator: EstimatorPretrainConfig | None = None) -> N
     Args:
         estimator: the RE's shape and training run (`rerag.demo.estimator_pretraining.EstimatorPretrainConfig`).
     """
-    from rerag.demo.estimator_pretraining import pretrain_estimator as run, save_estimator
+    from rerag.demo.estimator_pretraining import pretrain_estimator as run
+    from rerag.demo.estimator_pretraining import save_estimator
 
     estimator = estimator or EstimatorPretrainConfig()
     model, rows = run(estimator)
@@ -134,7 +136,8 @@ def export(*, checkpoint: str, out: str, adapters_only: bool = False) -> None:
         out: output folder.
         adapters_only: write LoRA adapters instead of merged weights (needs base models loaded from a name or path).
     """
-    from rerag.infer.export import export as run, load_checkpoint
+    from rerag.infer.export import export as run
+    from rerag.infer.export import load_checkpoint
 
     for name, path in run(*load_checkpoint(checkpoint), out, adapters_only).items():
         print(f"{name}: {path}")
@@ -335,7 +338,8 @@ def compare(
     import json
     from pathlib import Path
 
-    from rerag.infer.compare import compare as run, markdown
+    from rerag.infer.compare import compare as run
+    from rerag.infer.compare import markdown
 
     report = run(runs, retriever, against, ks, resamples, seed)
     text = markdown(report)

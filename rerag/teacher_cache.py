@@ -18,9 +18,9 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import torch
+
 from erag.lm import encode_answers, encode_prompts
 from erag.progress import progress
-
 from rerag.inputs import fill
 from rerag.models.generator import Generator
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import replace
-from typing import Sequence
 
 from eor.corpus import Passage
 from eor.retrievers.base import BaseRetriever

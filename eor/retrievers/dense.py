@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import replace
-from typing import Literal, Sequence
+from typing import Literal
 
 import numpy as np
 

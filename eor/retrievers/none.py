@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from eor.corpus import Passage
 from eor.retrievers.base import BaseRetriever

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 import urllib.parse
 import urllib.request
-from typing import Any, Literal, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
 
 from eor.corpus import Passage
 from eor.retrievers.base import BaseRetriever

@@ -15,9 +15,9 @@ from functools import partial
 
 import lightning as L
 import torch
-from erag.lm import encode_answers, encode_prompts, load_tokenizer
 from torch.utils.data import DataLoader, Dataset, Sampler
 
+from erag.lm import encode_answers, encode_prompts, load_tokenizer
 from rerag.data.dataset import load_fid_dataset
 from rerag.inputs import DEFAULT_TEMPLATE, format_pairs
 

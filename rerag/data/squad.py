@@ -20,15 +20,15 @@ from __future__ import annotations
 import json
 import random
 import re
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Literal, Sequence
+from typing import Literal
 
 from eor.corpus import Passage
 from eor.encoder import Encoder
 from eor.retrievers import BM25Retriever, DenseRetriever
 from erag.answers import has_answer
 from erag.lm import resolve
-
 from rerag.data.fid_format import FiDFormatError, decode_utf8
 
 SPLITS = ("train", "dev", "test")

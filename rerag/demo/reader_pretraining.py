@@ -28,8 +28,8 @@ from pathlib import Path
 import torch
 
 from erag.answers import exact_match
-from rerag.inputs import DEFAULT_TEMPLATE, format_pairs
 from rerag.demo.world import UniqueNames
+from rerag.inputs import DEFAULT_TEMPLATE, format_pairs
 
 # Name syllables: disjoint from the demo world's.
 SYLLABLES = (
@@ -382,8 +382,8 @@ def pretrain(
     eval_sets: dict[str, list[dict]] | None = None,
 ) -> tuple[object, list[dict]]:
     """Train the reader; return the Generator and the log rows (step, loss, EM per eval set)."""
-    from rerag.models.generator import Generator
     from erag.lm import load_tokenizer
+    from rerag.models.generator import Generator
 
     torch.set_num_threads(cfg.threads)
     torch.manual_seed(cfg.seed)

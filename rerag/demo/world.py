@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+
 from erag.answers import has_answer
 
 _SYLLABLES = (

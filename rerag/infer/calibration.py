@@ -34,7 +34,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 from scipy.special import expit
 
 from rerag.infer.rerank import rerank

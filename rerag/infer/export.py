@@ -19,9 +19,9 @@ from pathlib import Path
 from peft import PeftModel
 
 from erag.lm import BASE_ADAPTER
-from rerag.models.lora import merged
 from rerag.models.estimator import RelevanceEstimator
 from rerag.models.generator import Generator
+from rerag.models.lora import merged
 from rerag.module import RERAGModule
 
 

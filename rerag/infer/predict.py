@@ -25,10 +25,10 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from erag.contracts import Reader
 from lightning.pytorch.callbacks import BasePredictionWriter
 from scipy.special import expit
 
+from erag.contracts import Reader
 from rerag.data.fid_format import read_fid
 from rerag.infer.readers import RAGReader
 from rerag.infer.rerank import rerank, write_records
@@ -130,7 +130,6 @@ def predict_saved(
     `export_dir`, its generator as the reader (or the Hugging Face LM `llm`), and with `threshold`
     "unanswerable" (or `fallback_llm`'s closed-book answer) below it. Returns the predictions written."""
     from erag.lm import load_lm
-
     from rerag.infer.loading import default_device, load_models
     from rerag.infer.readers import ParametricReader
 

@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from typing import Literal
 
 import torch
+
 from erag.contracts import Reranker
 from erag.lm import LM
-
 from rerag.decoding import marginalize_answers, thorough_marginalize, unique_answers
 from rerag.inputs import Context, fill, passage_text
 

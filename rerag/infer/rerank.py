@@ -15,8 +15,8 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import torch
-from erag.progress import progress
 
+from erag.progress import progress
 from rerag.data.fid_format import read_fid
 from rerag.models.estimator import RelevanceEstimator
 

@@ -265,7 +265,6 @@ def unanswerable_files(
     result = report(dev_rows, test_rows, thresholds)
     if fallback_llm:
         from erag.lm import load_lm
-
         from rerag.infer.loading import default_device
         from rerag.infer.readers import ParametricReader
 

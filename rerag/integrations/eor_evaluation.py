@@ -29,9 +29,9 @@ from eor import (
     evaluate_eor,
     load_corpus,
 )
+from erag.lm import load_lm, resolve
 from rerag.data.fid_format import read_fid
 from rerag.infer.export import load_checkpoint
-from erag.lm import load_lm, resolve
 from rerag.infer.readers import ParametricReader, RAGReader
 
 

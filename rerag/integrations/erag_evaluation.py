@@ -13,9 +13,9 @@ import erag
 from erag.lm import load_lm
 from rerag.data.fid_format import read_fid
 from rerag.infer.export import load_checkpoint
-from rerag.models.estimator import RelevanceEstimator
 from rerag.infer.readers import RAGReader
 from rerag.inputs import passage_text
+from rerag.models.estimator import RelevanceEstimator
 
 
 def rank_records(records: list[dict], estimator: RelevanceEstimator | None, top_k: int) -> tuple[dict, dict]:

@@ -49,7 +49,7 @@ class Calibrator:
     def __init__(self):
         self.fitted_on: dict[str, Any] | None = None
 
-    def fit(self, scores, labels, source: str = "") -> "Calibrator":
+    def fit(self, scores, labels, source: str = "") -> Calibrator:
         s, y = _as_arrays(scores, labels)
         self._fit(s, y)
         self.fitted_on = {"n": int(len(y)), "positives": int(y.sum()), "source": source}
@@ -64,7 +64,7 @@ class Calibrator:
         return {"kind": self.kind, **self._params(), "fitted_on": self.fitted_on}
 
     @staticmethod
-    def from_dict(data: dict[str, Any]) -> "Calibrator":
+    def from_dict(data: dict[str, Any]) -> Calibrator:
         """Rebuild any calibrator from its `to_dict()`."""
         kinds = {"platt": PlattCalibrator, "temperature": PlattCalibrator, "isotonic": IsotonicCalibrator}
         if data.get("kind") not in kinds:
@@ -151,7 +151,7 @@ class SetCalibrator:
     def __init__(self, calibrator: Calibrator, k: int, depth: int):
         self.calibrator, self.k, self.depth = calibrator, int(k), int(depth)
 
-    def fit(self, scores, labels, source: str = "") -> "SetCalibrator":
+    def fit(self, scores, labels, source: str = "") -> SetCalibrator:
         self.calibrator.fit(scores, labels, source)
         return self
 
@@ -172,7 +172,7 @@ class SetCalibrator:
         return {"k": self.k, "depth": self.depth, **self.calibrator.to_dict()}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "SetCalibrator":
+    def from_dict(cls, data: dict[str, Any]) -> SetCalibrator:
         return cls(Calibrator.from_dict(data), data["k"], data["depth"])
 
 
@@ -190,7 +190,7 @@ class Calibration:
         }
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Calibration":
+    def from_dict(cls, data: dict[str, Any]) -> Calibration:
         return cls(
             data.get("per_context") and Calibrator.from_dict(data["per_context"]),
             data.get("set_level") and SetCalibrator.from_dict(data["set_level"]),
@@ -202,7 +202,7 @@ class Calibration:
         return path
 
     @classmethod
-    def load(cls, directory: str | Path) -> "Calibration | None":
+    def load(cls, directory: str | Path) -> Calibration | None:
         """The folder's calibration, or None when it has no `calibration.json`."""
         path = Path(directory) / CALIBRATION_FILE
         return cls.from_dict(json.loads(path.read_text())) if path.is_file() else None

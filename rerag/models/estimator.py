@@ -180,9 +180,7 @@ class RelevanceEstimator(nn.Module):
             (Path(directory) / CALIBRATION_FILE).unlink(missing_ok=True)
 
     @classmethod
-    def from_pretrained(
-        cls, directory: str | Path, trust_remote_code: bool = False, **overrides
-    ) -> "RelevanceEstimator":
+    def from_pretrained(cls, directory: str | Path, trust_remote_code: bool = False, **overrides) -> RelevanceEstimator:
         """Load what `save_pretrained` wrote, with its calibration when the folder has one
         (else `calibration` is None); no Lightning needed, no code run from files."""
         model, tokenizer, settings = load_folder(directory, CONFIG_FILE, trust_remote_code)

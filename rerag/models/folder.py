@@ -11,8 +11,8 @@ from typing import Any
 from peft import PeftModel
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from rerag.models.lora import load_model_folder
 from erag.lm import load_tokenizer, resolve
+from rerag.models.lora import load_model_folder
 
 
 def save_folder(

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import torch
 from torch import nn
-from erag.lm import CausalLM, Seq2SeqLM, adapter_scope, answer_loglik, encode_answers, generate_answers, lm_for
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from erag.lm import CausalLM, Seq2SeqLM, adapter_scope, answer_loglik, encode_answers, generate_answers, lm_for
 from rerag.inputs import DEFAULT_TEMPLATE
 from rerag.models.folder import load_folder, save_folder
 
@@ -91,7 +91,7 @@ class Generator(nn.Module):
         )
 
     @classmethod
-    def from_pretrained(cls, directory: str | Path, trust_remote_code: bool = False, **overrides) -> "Generator":
+    def from_pretrained(cls, directory: str | Path, trust_remote_code: bool = False, **overrides) -> Generator:
         """Load what `save_pretrained` wrote; no Lightning needed, no code run from files."""
         model, tokenizer, settings = load_folder(directory, CONFIG_FILE, trust_remote_code)
         return cls(model, tokenizer, **{**settings, **overrides})

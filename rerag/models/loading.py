@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from erag.lm import checkpoint_location
 from transformers import (
     AutoConfig,
     AutoModelForCausalLM,
@@ -21,6 +20,8 @@ from transformers import (
     PreTrainedModel,
     PreTrainedTokenizerBase,
 )
+
+from erag.lm import checkpoint_location
 
 
 @dataclass

@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from erag.lm import BASE_ADAPTER, checkpoint_location
 from peft import LoraConfig, PeftModel, TaskType, get_peft_model
 from transformers import AutoConfig, PreTrainedModel
 
+from erag.lm import BASE_ADAPTER, checkpoint_location
 from rerag.models.loading import auto_model_class
 
 ADAPTER_CONFIG = "adapter_config.json"

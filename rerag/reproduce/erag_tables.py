@@ -6,7 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from erag.cost import cost_table
-
 from rerag.reproduce.result import Result, markdown_table, plot_lines
 from rerag.reproduce.workspace import Workspace
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from rerag.demo.world import WorldConfig, build_world, write_world
 from rerag.demo.tokenizer import train_tokenizer
+from rerag.demo.world import WorldConfig, build_world, write_world
 from rerag.models.loading import ModelSpec
 
 TINY_T5 = dict(

@@ -6,7 +6,6 @@ import pytest
 import torch
 
 from erag.answers import exact_match
-
 from rerag.data.datamodule import RERAGDataModule
 from rerag.module import RERAGModule
 

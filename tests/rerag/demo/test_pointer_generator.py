@@ -2,10 +2,10 @@ import pytest
 import torch
 from transformers import AutoModelForSeq2SeqLM
 
-from rerag.models.generator import Generator
 from erag.lm import load_tokenizer
-from rerag.models.loading import ModelSpec, build_model
 from rerag.demo.pointer_generator import PointerT5ForConditionalGeneration
+from rerag.models.generator import Generator
+from rerag.models.loading import ModelSpec, build_model
 
 
 @pytest.fixture

@@ -2,8 +2,8 @@ import re
 
 import torch
 
-from rerag.demo import world as synthetic
 from erag.answers import has_answer
+from rerag.demo import world as synthetic
 from rerag.demo.reader_pretraining import (
     SYLLABLES,
     CorpusConfig,
@@ -69,8 +69,8 @@ def test_a_few_pretraining_steps_reduce_the_loss(tokenizer_dir, tmp_path):
         n_eval=8,
     )
     torch.manual_seed(0)
-    from rerag.models.generator import Generator
     from erag.lm import load_tokenizer
+    from rerag.models.generator import Generator
 
     tokenizer = load_tokenizer(tokenizer_dir)
     corpus = ReadingCorpus(SMALL)

@@ -8,11 +8,11 @@ import torch
 from rerag.cli import main
 from rerag.data.datamodule import RERAGDataModule
 from rerag.data.fid_format import read_fid
+from rerag.infer.predict import JSONLWriter, predict
+from rerag.infer.readers import RAGReader
 from rerag.models.estimator import RelevanceEstimator
 from rerag.models.generator import Generator
 from rerag.module import RERAGModule
-from rerag.infer.predict import JSONLWriter, predict
-from rerag.infer.readers import RAGReader
 
 
 def read_jsonl(path):

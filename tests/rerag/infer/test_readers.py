@@ -2,11 +2,11 @@ import pytest
 import torch
 from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
-from rerag.models.generator import Generator
-from rerag.models.loading import ModelSpec, build_model
 from erag.lm import CausalLM, Seq2SeqLM, load_lm
 from rerag.infer.readers import ParametricReader, RAGReader
 from rerag.inputs import fill
+from rerag.models.generator import Generator
+from rerag.models.loading import ModelSpec, build_model
 
 CHAT_TEMPLATE = (
     "{% for m in messages %}<|{{ m.role }}|>{{ m.content }}</s>{% endfor %}"

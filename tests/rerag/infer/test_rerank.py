@@ -6,8 +6,8 @@ import torch
 
 from rerag.cli import main
 from rerag.data.fid_format import FiDFormatError, read_fid
-from rerag.models.estimator import RelevanceEstimator
 from rerag.infer.rerank import rerank, rerank_file
+from rerag.models.estimator import RelevanceEstimator
 
 
 def test_rerank_file_sorts_cuts_and_scores(export_dir, world_dir, tmp_path):

@@ -6,8 +6,8 @@ import torch
 from erag import ERAGCallback
 from rerag.data.datamodule import RERAGDataModule
 from rerag.data.fid_format import read_fid
-from rerag.integrations.erag_evaluation import generator_reader, rank_records, run_erag, validation_rankings
 from rerag.infer.export import load_checkpoint
+from rerag.integrations.erag_evaluation import generator_reader, rank_records, run_erag, validation_rankings
 from rerag.module import RERAGModule
 
 

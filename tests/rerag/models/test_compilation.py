@@ -4,7 +4,6 @@ from torch._dynamo.testing import CompileCounterWithBackend
 from transformers import AutoTokenizer
 
 from erag.lm import encode_prompts
-
 from rerag.models.compilation import backbone_stacks, compile_options, compile_stacks
 from rerag.models.estimator import RelevanceEstimator
 from rerag.models.generator import Generator

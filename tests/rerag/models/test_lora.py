@@ -10,10 +10,10 @@ from erag.lm import BASE_ADAPTER, adapter_scope
 from rerag.cli import main
 from rerag.data.datamodule import RERAGDataModule
 from rerag.infer.export import export, load_checkpoint
-from rerag.models.lora import LoraSpec, add_lora
 from rerag.models.estimator import RelevanceEstimator
 from rerag.models.generator import Generator
 from rerag.models.loading import ModelSpec, build_model
+from rerag.models.lora import LoraSpec, add_lora
 from rerag.module import RERAGModule
 from tests.rerag.conftest import TINY_LLAMA
 from tests.rerag.helpers import PASSAGES, QUESTION, fit_and_checkpoint
