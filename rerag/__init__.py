@@ -2,13 +2,10 @@
 
 import importlib
 
-# Registers model type `pointer_t5` with the Auto classes, so that importing `rerag` is enough to
-# load the shipped reader; it needs only torch and transformers.
-import rerag.demo.pointer_generator  # noqa: F401
-
-# The public names load on first access (PEP 562), not at `import rerag`: the datamodule pulls in
-# `datasets` and the module Lightning and PEFT, and code that needs only the models or the losses
-# (the GPU benchmarks, on machines without `datasets`) must import without them.
+# The public names load on first access (PEP 562), not at `import rerag`, which imports no torch
+# (so `rerag --help` starts fast): the datamodule pulls in `datasets` and the module Lightning and
+# PEFT, and code that needs only the models or the losses (the GPU benchmarks, on machines without
+# `datasets`) must import without them. `rerag.models` registers the shipped reader's model type.
 _LAZY = {
     "Generator": "rerag.models.generator",
     "ModelSpec": "rerag.models.loading",

@@ -10,16 +10,15 @@ Every subcommand takes `--help`, `--config FILE` and `--print_config`. `rerag --
 
 from __future__ import annotations
 
+import argparse
+import ast
+import importlib
 import itertools
 import json
+import os
 import sys
+from pathlib import Path
 from typing import Literal
-
-from rerag.demo.estimator_pretraining import EstimatorPretrainConfig
-from rerag.demo.reader_pretraining import CorpusConfig, PretrainConfig
-from rerag.integrations.eor_evaluation import run_eor
-from rerag.integrations.erag_evaluation import run_erag
-from rerag.reproduce import reproduce
 
 
 def quiet_progress_bars_in_logs() -> None:
@@ -99,47 +98,18 @@ def make_tokenizer(
     print(make_demo_tokenizer(out, vocab_size, words or ENGLISH_WORDS))
 
 
-def pretrain(*, reader: PretrainConfig | None = None, corpus: CorpusConfig | None = None) -> None:
-    """Pretrain the copy-head reader the demo's generator starts from.
-
-    Args:
-        reader: the reader's size and training run (`rerag.demo.reader_pretraining.PretrainConfig`).
-        corpus: the synthetic reading corpus (`rerag.demo.reader_pretraining.CorpusConfig`).
-    """
-    from rerag.demo.reader_pretraining import pretrain as run
-    from rerag.demo.reader_pretraining import save_reader
-
-    reader, corpus = reader or PretrainConfig(), corpus or CorpusConfig()
-    generator, rows = run(reader, corpus)
-    print(save_reader(generator, reader, corpus, rows))
-
-
-def pretrain_estimator(*, estimator: EstimatorPretrainConfig | None = None) -> None:
-    """Pretrain the tiny RE the demo starts from, for relevance on the reader's corpus.
-
-    Args:
-        estimator: the RE's shape and training run (`rerag.demo.estimator_pretraining.EstimatorPretrainConfig`).
-    """
-    from rerag.demo.estimator_pretraining import pretrain_estimator as run
-    from rerag.demo.estimator_pretraining import save_estimator
-
-    estimator = estimator or EstimatorPretrainConfig()
-    model, rows = run(estimator)
-    print(save_estimator(model, estimator, rows))
-
-
-def export(*, checkpoint: str, out: str, adapters_only: bool = False) -> None:
-    """Write a checkpoint's RE and generator as Hugging Face folders OUT/estimator and OUT/generator.
+def export(*, checkpoint: str, out: str, adapters_only: bool = False, metrics: str | None = None) -> None:
+    """Write a checkpoint's RE and generator as Hugging Face folders OUT/estimator (with a model card) and OUT/generator.
 
     Args:
         checkpoint: a checkpoint written by `rerag fit`.
         out: output folder.
         adapters_only: write LoRA adapters instead of merged weights (needs base models loaded from a name or path).
+        metrics: the run's test metrics JSON for the model card (default: test_metrics.json beside the checkpoint's folder).
     """
-    from rerag.infer.export import export as run
-    from rerag.infer.export import load_checkpoint
+    from rerag.infer.export import export_checkpoint
 
-    for name, path in run(*load_checkpoint(checkpoint), out, adapters_only).items():
+    for name, path in export_checkpoint(checkpoint, out, adapters_only, metrics).items():
         print(f"{name}: {path}")
 
 
@@ -350,22 +320,23 @@ def compare(
         Path(f"{out}.json").write_text(json.dumps(report, indent=2) + "\n")
 
 
-#: Every package subcommand: name -> the function jsonargparse parses (signature and docstring).
+#: Every package subcommand: name -> the function jsonargparse parses (signature and docstring), as
+#: "module:function", imported only when its subcommand runs (`rerag --help` imports no model library).
 COMMANDS = {
-    "make-demo-data": make_demo_data,
-    "make-squad": make_squad,
-    "make-tokenizer": make_tokenizer,
-    "pretrain": pretrain,
-    "pretrain-estimator": pretrain_estimator,
-    "export": export,
-    "rerank": rerank,
-    "predict-file": predict_file,
-    "calibrate": calibrate,
-    "unanswerable-report": unanswerable_report,
-    "compare": compare,
-    "eor": run_eor,
-    "erag": run_erag,
-    "reproduce": reproduce,
+    "make-demo-data": "rerag.cli:make_demo_data",
+    "make-squad": "rerag.cli:make_squad",
+    "make-tokenizer": "rerag.cli:make_tokenizer",
+    "pretrain": "rerag.demo.reader_pretraining:pretrain_command",
+    "pretrain-estimator": "rerag.demo.estimator_pretraining:pretrain_estimator_command",
+    "export": "rerag.cli:export",
+    "rerank": "rerag.cli:rerank",
+    "predict-file": "rerag.cli:predict_file",
+    "calibrate": "rerag.cli:calibrate",
+    "unanswerable-report": "rerag.cli:unanswerable_report",
+    "compare": "rerag.cli:compare",
+    "eor": "rerag.integrations.eor_evaluation:run_eor",
+    "erag": "rerag.integrations.erag_evaluation:run_erag",
+    "reproduce": "rerag.reproduce:reproduce",
 }
 LIGHTNING = {
     "fit": "train and validate; test the best checkpoint with --test_after_fit true",
@@ -375,19 +346,36 @@ LIGHTNING = {
 }
 
 
-def _summary(name: str) -> str:
-    return (COMMANDS[name].__doc__ or "").strip().splitlines()[0]
+def command(name: str):
+    """The function behind subcommand `name`, imported now."""
+    module, function = COMMANDS[name].split(":")
+    return getattr(importlib.import_module(module), function)
+
+
+def summary(name: str) -> str:
+    """The first docstring line of subcommand `name`'s function, read from its source, not imported."""
+    module, function = COMMANDS[name].split(":")
+    parts = module.split(".")[1:]
+    source = Path(__file__).parent.joinpath(*parts)
+    source = source / "__init__.py" if source.is_dir() else source.with_suffix(".py")
+    for node in ast.parse(source.read_text()).body:
+        if isinstance(node, ast.FunctionDef) and node.name == function:
+            return (ast.get_docstring(node) or "").strip().splitlines()[0]
+    raise LookupError(f"{COMMANDS[name]} not found")
 
 
 def usage() -> str:
     width = max(map(len, [*COMMANDS, *LIGHTNING]))
     rows = [f"  {name:<{width}}  {text}" for name, text in LIGHTNING.items()]
-    rows += [f"  {name:<{width}}  {_summary(name)}" for name in COMMANDS]
+    rows += [f"  {name:<{width}}  {summary(name)}" for name in COMMANDS]
     return "usage: rerag SUBCOMMAND [--help] [--config FILE] [--print_config] ...\n\nsubcommands:\n" + "\n".join(rows)
 
 
-def shipped_configs(args: list[str]) -> list[str]:
-    """`--config rerag:configs/demo.yaml` (a config shipped in the installed package) as its path."""
+def config_files(args: list[str]) -> list[str]:
+    """`args` with each `--config` resolved (`rerag:configs/demo.yaml` names a config shipped in the
+    package) and read: a malformed file stops here, named with its line, before any parsing."""
+    import yaml
+
     from erag.lm import resolve
 
     out = list(args)
@@ -396,24 +384,65 @@ def shipped_configs(args: list[str]) -> list[str]:
             out[i] = "--config=" + resolve(arg.split("=", 1)[1])
         elif i and out[i - 1] == "--config":
             out[i] = resolve(arg)
+        else:
+            continue
+        path = Path(out[i].removeprefix("--config="))
+        if path.is_file():
+            try:
+                yaml.safe_load(path.read_text())
+            except yaml.YAMLError as err:
+                mark = getattr(err, "problem_mark", None)
+                where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+                raise ValueError(f"{path}: not valid YAML: {where}{getattr(err, 'problem', err)}") from None
     return out
+
+
+#: Errors that a user's input causes (a missing or unreadable file, malformed YAML or JSON, a value out
+#: of range): one line and exit status 2, no traceback, unless --debug or RERAG_DEBUG=1.
+USER_ERRORS = (OSError, ValueError, KeyError, argparse.ArgumentError)
+
+
+def one_line(message: str) -> str:
+    """The cause in a parser's many-line message (jsonargparse lists each type it tried, then the
+    whole value given): the first reason that is not "Expected a <class ...>"."""
+    reasons = [line.strip()[2:] for line in message.splitlines() if line.strip().startswith("- ")]
+    reasons = [r for r in reasons if not r.startswith("Expected a <class")]
+    return reasons[0] if reasons else message.splitlines()[0]
 
 
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else list(argv)
+    debug = "--debug" in args or os.environ.get("RERAG_DEBUG", "") not in ("", "0")
+    args = [a for a in args if a != "--debug"]
     if not args or args[0] in ("-h", "--help"):
         print(usage())
         return
+    if args[0] not in COMMANDS and args[0] not in LIGHTNING:
+        print(f"rerag: unknown subcommand {args[0]!r}\n\n{usage()}", file=sys.stderr)
+        sys.exit(2)
+    try:
+        run(args)
+    except USER_ERRORS as err:
+        if debug:
+            raise
+        message = str(err) if not isinstance(err, KeyError) else err.args[0]
+        print(f"rerag {args[0]}: error: {type(err).__name__}: {one_line(message)}", file=sys.stderr)
+        print("(run with --debug, or RERAG_DEBUG=1, for the traceback)", file=sys.stderr)
+        sys.exit(2)
+
+
+def run(args: list[str]) -> None:
+    """Parse `args` (a subcommand and its arguments) and run the subcommand."""
     quiet_progress_bars_in_logs()
     if args[0] == "reproduce":  # `rerag reproduce PAPER TABLE TABLE ...`: the tables are positional too
         head = list(itertools.takewhile(lambda a: not a.startswith("-"), args[2:]))
         if head:
             args = [*args[:2], "--tables", json.dumps(head), *args[2 + len(head) :]]
-    args = shipped_configs(args)
+    args = config_files(args)
     if args[0] in COMMANDS:
         from jsonargparse import CLI
 
-        CLI(COMMANDS[args[0]], args=args[1:], prog=f"rerag {args[0]}")
+        CLI(command(args[0]), args=args[1:], prog=f"rerag {args[0]}", allow_abbrev=False, exit_on_error=False)
         return
     from rerag.fit_config import run_cli
 

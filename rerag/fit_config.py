@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import sys
 import warnings
+from pathlib import Path
 
 from lightning.pytorch.cli import LightningCLI
 
@@ -40,8 +41,9 @@ class RERAGCLI(LightningCLI):
         parser.add_lightning_class_args(ProgressLines, "progress")
 
     def before_instantiate_classes(self) -> None:
+        config = self.config[self.subcommand] if self.subcommand else self.config
+        check_data_files(config.data.init_args, self.subcommand or "fit")
         if not sys.stdout.isatty():  # ProgressLines reports instead of the bar
-            config = self.config[self.subcommand] if self.subcommand else self.config
             config.trainer.enable_progress_bar = False
 
     def after_fit(self) -> None:
@@ -52,16 +54,49 @@ class RERAGCLI(LightningCLI):
         self.trainer.test(self.model, datamodule=self.datamodule, ckpt_path=best)
 
 
+#: The data files each subcommand reads; a missing one stops it before any model is loaded.
+STAGE_FILES = {
+    "fit": ("train_file", "val_file"),
+    "validate": ("val_file",),
+    "test": ("test_file",),
+    "predict": ("predict_file",),
+}
+
+
+def check_data_files(data, subcommand: str) -> None:
+    """Raise `FileNotFoundError` naming the field (`data.init_args.train_file`) and the path of a data
+    file the subcommand would read and that is not there. The demo datamodule writes its own world,
+    so a file it has no field for is not asked for."""
+    for field in STAGE_FILES.get(subcommand, ()):
+        path = data.get(field) if hasattr(data, "get") else None
+        if path and not Path(path).is_file():
+            raise FileNotFoundError(f"data.init_args.{field}: no such file: {path}")
+
+
+#: No prefix abbreviations (`--trainer.max_step 10` is an error, not a silent `max_steps`); a parse
+#: error is raised (`argparse.ArgumentError`), for the CLI to print in one line, not a page of usage.
+PARSER_KWARGS = {"allow_abbrev": False, "exit_on_error": False}
+
+
 def build_fit(args: list[str]) -> RERAGCLI:
     """A fit config parsed and its trainer, module and datamodule built (`.trainer`, `.model`,
     `.datamodule`, `.config`), not run."""
     with warnings.catch_warnings():  # the caller's own argv, which LightningCLI would otherwise flag
         warnings.filterwarnings("ignore", message="LightningCLI's args parameter")
-        return RERAGCLI(RERAGModule, RERAGDataModule, subclass_mode_data=True, args=args, run=False)
+        return RERAGCLI(
+            RERAGModule, RERAGDataModule, subclass_mode_data=True, args=args, run=False, parser_kwargs=PARSER_KWARGS
+        )
 
 
-def run_cli(args: list[str] | None = None) -> RERAGCLI:
-    """`rerag fit | validate | test | predict` with `args` (None: the process's own argv)."""
-    return RERAGCLI(
-        RERAGModule, RERAGDataModule, subclass_mode_data=True, args=args, save_config_kwargs={"overwrite": True}
-    )
+def run_cli(args: list[str]) -> RERAGCLI:
+    """`rerag fit | validate | test | predict` with `args` (the subcommand and its arguments)."""
+    with warnings.catch_warnings():  # args are the process's own argv, passed on by `rerag.cli`
+        warnings.filterwarnings("ignore", message="LightningCLI's args parameter")
+        return RERAGCLI(
+            RERAGModule,
+            RERAGDataModule,
+            subclass_mode_data=True,
+            args=args,
+            save_config_kwargs={"overwrite": True},
+            parser_kwargs=PARSER_KWARGS,
+        )

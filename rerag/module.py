@@ -122,6 +122,20 @@ class RERAGModule(L.LightningModule):
     ):
         super().__init__()
         self.save_hyperparameters()
+        for field, minimum in (
+            ("val_top_k", 1),
+            ("test_top_k", 1),
+            ("num_beams", 1),
+            ("score_batch_size", 1),
+            ("max_answer_length", 1),
+            ("alpha_re", 0),
+            ("alpha_tok", 0),
+            ("alpha_anchor", 0),
+            ("lr", 0),
+            ("weight_decay", 0),
+        ):  # checked before any model loads
+            if self.hparams[field] < minimum:
+                raise ValueError(f"model.{field}: must be at least {minimum}, got {self.hparams[field]}")
         if marginalize_with not in ("re", "retriever"):
             raise ValueError(f"marginalize_with must be 're' or 'retriever', got {marginalize_with!r}")
         if marginalize_with == "retriever" and freeze_generator:

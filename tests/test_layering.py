@@ -6,8 +6,7 @@ Rooms inside `rerag`, bottom to top: the vocabulary (`rerag.inputs`); `data` and
 never import each other; the method (`module`, `losses`, `decoding`, `metrics`, `callbacks`, the fit
 config parser, the teacher cache); `infer`; `demo` and `integrations`; `reproduce`, which drives the
 functions the other subcommands call; the CLI (`cli`), which only parses and which nothing imports
-but the entry point (`rerag.__main__`). Nothing imports the demo except the package `__init__` (to
-register the shipped reader's model type), `reproduce` and the CLI. No product module imports or
+but the entry point (`rerag.__main__`). Nothing imports the demo except `reproduce` and the CLI. No product module imports or
 reads `benchmarks/`: experiments stand on the product, never the other way.
 """
 
@@ -54,7 +53,7 @@ ALLOWED = {
         "rerag.reproduce",
     },
     "rerag.main": {"rerag.cli"},
-    "rerag.package": {"rerag.data", "rerag.models", "rerag.method", "rerag.demo"},
+    "rerag.package": {"rerag.data", "rerag.models", "rerag.method"},
 }
 METHOD = {"module", "losses", "decoding", "metrics", "callbacks", "fit_config", "teacher_cache"}
 

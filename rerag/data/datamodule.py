@@ -152,6 +152,17 @@ class RERAGDataModule(L.LightningDataModule):
     ):
         super().__init__()
         self.save_hyperparameters()
+        for field, minimum in (
+            ("n_train_contexts", 1),
+            ("n_eval_contexts", 1),
+            ("n_deep_contexts", 0),
+            ("batch_size", 1),
+            ("eval_batch_size", 1),
+            ("train_context_words", 1),
+        ):
+            value = self.hparams[field]
+            if value is not None and value < minimum:
+                raise ValueError(f"data.init_args.{field}: must be at least {minimum}, got {value}")
         self.train_file, self.val_file, self.test_file = train_file, val_file, test_file
         self.predict_file = predict_file
         self._splits: dict[str, _Questions] = {}

@@ -254,3 +254,14 @@ def save_estimator(estimator, cfg: EstimatorPretrainConfig, rows: list[dict]) ->
     with open(out / "pretraining.json", "w") as f:
         json.dump(record, f, indent=1)
     return out
+
+
+def pretrain_estimator_command(*, estimator: EstimatorPretrainConfig | None = None) -> None:
+    """Pretrain the tiny RE the demo starts from, for relevance on the reader's corpus.
+
+    Args:
+        estimator: the RE's shape and training run (`rerag.demo.estimator_pretraining.EstimatorPretrainConfig`).
+    """
+    estimator = estimator or EstimatorPretrainConfig()
+    model, rows = pretrain_estimator(estimator)
+    print(save_estimator(model, estimator, rows))

@@ -5,7 +5,7 @@ A tiny T5 trained from random init inside RE-RAG does not learn to copy within a
 without a copying generator the F_ij are flat and the RE gets no signal. This module writes a
 synthetic reading-comprehension corpus that shares NO templates, relations or names with the
 demo world (`rerag.demo.world`): its own name syllables, entity kinds, relations, question
-and fact templates and filler, and trains a `pointer_t5` reader (`rerag.demo.pointer_generator`)
+and fact templates and filler, and trains a `pointer_t5` reader (`rerag.models.pointer_t5`)
 on (question, title, passage) -> answer. `rerag pretrain` runs it and writes a generator folder
 (safetensors); the one shipped as `rerag/assets/reader` is what configs/demo.yaml starts from.
 Deterministic by seed and thread count.
@@ -457,3 +457,15 @@ def main(argv: list[str] | None = None) -> None:
 
 if __name__ == "__main__":
     main()
+
+
+def pretrain_command(*, reader: PretrainConfig | None = None, corpus: CorpusConfig | None = None) -> None:
+    """Pretrain the copy-head reader the demo's generator starts from.
+
+    Args:
+        reader: the reader's size and training run (`rerag.demo.reader_pretraining.PretrainConfig`).
+        corpus: the synthetic reading corpus (`rerag.demo.reader_pretraining.CorpusConfig`).
+    """
+    reader, corpus = reader or PretrainConfig(), corpus or CorpusConfig()
+    generator, rows = pretrain(reader, corpus)
+    print(save_reader(generator, reader, corpus, rows))

@@ -52,3 +52,28 @@ def export(
             part.model, part.adapter = merged(part.model, part.adapter, shared), None
         part.save_pretrained(out[name])
     return out
+
+
+def export_checkpoint(
+    checkpoint: str | Path, out_dir: str | Path, adapters_only: bool = False, metrics: str | Path | None = None
+) -> dict[str, Path]:
+    """`export` of a `rerag fit` checkpoint, with a model card (`README.md`) in the RE's folder: the
+    base model, the run's settings and data, and its test metrics from `metrics` (default: the
+    `test_metrics.json` beside the checkpoint's folder, where the shipped configs write it)."""
+    import json
+
+    import torch
+
+    from rerag.infer.model_card import estimator_card, write_card
+
+    saved = torch.load(checkpoint, map_location="cpu", weights_only=True)
+    hparams, data = dict(saved.get("hyper_parameters", {})), dict(saved.get("datamodule_hyper_parameters", {}))
+    estimator, generator = load_checkpoint(checkpoint)
+    folders = export(estimator, generator, out_dir, adapters_only)
+    metrics = Path(metrics) if metrics else Path(checkpoint).resolve().parent.parent / "test_metrics.json"
+    measured = json.loads(metrics.read_text()) if metrics.is_file() else None
+    spec = hparams.get("estimator")
+    base = getattr(spec, "name_or_path", None) or (spec.get("name_or_path") if isinstance(spec, dict) else None)
+    card = estimator_card(estimator, base, hparams, data, measured)
+    folders["model_card"] = write_card(folders["estimator"], card)
+    return folders

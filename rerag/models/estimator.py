@@ -157,6 +157,27 @@ class RelevanceEstimator(nn.Module):
         enc = {k: v.to(device) for k, v in self.encode([question] * len(passages), passages).items()}
         return self.score_rows(enc["input_ids"], enc["attention_mask"], batch_size)
 
+    @torch.no_grad()
+    def predict(self, pairs: list[tuple[str, dict | str]], batch_size: int = 64) -> torch.Tensor:
+        """Log-odds s for (question, passage) pairs of any questions, as sentence-transformers'
+        `CrossEncoder.predict` scores pairs: [N] float32 in the pairs' order, in length-sorted
+        batches of `batch_size` (`score_rows`)."""
+        if not pairs:
+            return torch.empty(0)
+        device = next(self.parameters()).device
+        questions, passages = zip(*pairs)
+        enc = {k: v.to(device) for k, v in self.encode(list(questions), list(passages)).items()}
+        return self.score_rows(enc["input_ids"], enc["attention_mask"], batch_size)
+
+    def rank(
+        self, question: str, passages: list[dict | str], top_k: int | None = None, batch_size: int = 64
+    ) -> list[dict]:
+        """The passages best first, as `CrossEncoder.rank` gives them: `{"corpus_id": index in
+        passages, "score": s}` for the `top_k` best (None: all)."""
+        scores = self.score(question, passages, batch_size)
+        order = torch.argsort(scores, descending=True, stable=True)[:top_k]
+        return [{"corpus_id": int(i), "score": float(scores[i])} for i in order]
+
     def save_pretrained(self, directory: str | Path) -> None:
         """Write the model (safetensors, or only its LoRA adapters when it has them), its
         tokenizer, `rerag_estimator.json` and its calibration when it has one. A `calibration.json`

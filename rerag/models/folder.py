@@ -42,8 +42,14 @@ def save_folder(
 def load_folder(
     directory: str | Path, settings_file: str, trust_remote_code: bool = False
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase, dict[str, Any]]:
-    """Read what `save_folder` wrote; no Lightning needed and no code run from files."""
+    """Read what `save_folder` wrote; no Lightning needed and no code run from files. A settings
+    file may name the tokenizer (`"tokenizer": "rerag:assets/demo_tokenizer"`) when the folder
+    holds none of its own, as the shipped RE does."""
     directory = resolve(str(directory))
-    settings = json.loads((Path(directory) / settings_file).read_text())
+    path = Path(directory) / settings_file
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: not found: {directory} is not a folder written by `rerag export`")
+    settings = json.loads(path.read_text())
     model = load_model_folder(directory, trust_remote_code).eval()
-    return model, load_tokenizer(directory, trust_remote_code), settings
+    tokenizer = load_tokenizer(settings.pop("tokenizer", directory), trust_remote_code)
+    return model, tokenizer, settings

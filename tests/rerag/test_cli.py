@@ -144,3 +144,73 @@ def test_help_lists_every_subcommand(capsys):
     for name in ("fit", "validate", "test", "predict", *COMMANDS):
         line = next(line for line in out.splitlines() if line.strip().startswith(name + " "))
         assert len(line.split(maxsplit=1)) == 2, f"{name} has no one-line description"
+
+
+def test_every_subcommand_resolves_to_its_function():
+    from rerag.cli import command, summary
+
+    for name in COMMANDS:
+        assert callable(command(name)) and summary(name) == command(name).__doc__.strip().splitlines()[0]
+
+
+def test_help_imports_no_model_library():
+    code = (
+        "import sys\nfrom rerag.cli import main\nmain(['--help'])\n"
+        "print(sorted(m for m in ('torch', 'transformers', 'lightning', 'datasets', 'peft') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.strip().splitlines()[-1] == "[]"
+
+
+def run_cli(args, tmp_path):
+    return subprocess.run(
+        [sys.executable, "-m", "rerag", *args], capture_output=True, text=True, timeout=300, cwd=tmp_path
+    )
+
+
+def user_error(args, tmp_path, *named):
+    """A user error: exit 2, no traceback, the error on one line naming each of `named`."""
+    out = run_cli(args, tmp_path)
+    assert out.returncode == 2, out.stderr[-2000:]
+    assert "Traceback" not in out.stderr
+    error = next(line for line in out.stderr.splitlines() if "error" in line)
+    assert all(name in error for name in named), error
+    return out
+
+
+DEMO = str(ROOT / "configs" / "demo.yaml")
+
+
+@pytest.mark.parametrize(
+    "args, named",
+    [
+        (["fit", "--config", DEMO, "--trainer.max_step", "10"], ["--trainer.max_step"]),  # a prefix is refused
+        (["fit", "--config", "missing.yaml"], ["missing.yaml"]),
+        (["fit", "--config", DEMO, "--model.test_top_k", "0"], ["model.test_top_k"]),
+        (["fit", "--config", DEMO, "--model.alpha_re", "-1"], ["model.alpha_re"]),
+        (["fit", "--config", DEMO, "--data.init_args.n_eval_contexts", "0"], ["data.init_args.n_eval_contexts"]),
+        (["compare", "--runs.a", "missing.jsonl"], ["missing.jsonl"]),
+        (["make-squad", "--input", "missing.json"], ["missing.json"]),
+        (["compare", "--runs.a", "x.jsonl", "--resample", "5"], ["--resample"]),
+    ],
+)
+def test_user_errors_are_one_line_with_exit_status_2(args, named, tmp_path):
+    user_error(args, tmp_path, *named)
+
+
+def test_a_missing_data_file_and_malformed_yaml_name_the_field_and_file(tmp_path):
+    squad = str(ROOT / "configs" / "squad_smollm2_teacher.yaml")
+    user_error(["test", "--config", squad, "--data.init_args.test_file", "nope.jsonl"], tmp_path, "test_file", "nope")
+    (tmp_path / "bad.yaml").write_text("trainer:\n  max_steps: [1\n")
+    user_error(["fit", "--config", "bad.yaml"], tmp_path, "bad.yaml", "line 3")
+
+
+def test_debug_shows_the_traceback(tmp_path):
+    out = run_cli(["compare", "--runs.a", "missing.jsonl", "--debug"], tmp_path)
+    assert out.returncode != 0 and "Traceback" in out.stderr
+
+
+def test_an_unknown_subcommand_lists_them_all(tmp_path):
+    out = run_cli(["fitt"], tmp_path)
+    assert out.returncode == 2 and "unknown subcommand 'fitt'" in out.stderr
+    assert all(name in out.stderr for name in (*COMMANDS, "fit", "validate", "test", "predict"))

@@ -1,7 +1,9 @@
 import json
 
 import lightning as L
+import pytest
 import torch
+import yaml
 
 from rerag.cli import main
 from rerag.data.datamodule import RERAGDataModule
@@ -37,3 +39,51 @@ def test_export_round_trip_gives_equal_scores(module_kwargs, data_kwargs, tmp_pa
     # Only safetensors weights: nothing that unpickles, so nothing that can run code on load.
     written = {p.name for p in (tmp_path / "export").rglob("*")}
     assert "model.safetensors" in written and not any(n.endswith((".bin", ".pt", ".ckpt", ".pkl")) for n in written)
+
+
+def test_the_model_card_names_the_base_words_template_and_metrics(module_kwargs, data_kwargs, tmp_path):
+    L.seed_everything(0)
+    module, data = RERAGModule(**module_kwargs), RERAGDataModule(**data_kwargs)
+    checkpoint = fit_and_checkpoint(module, data, tmp_path)
+    metrics = tmp_path / "metrics.json"
+    metrics.write_text(json.dumps({"global_step": 2, "test/re_recall@1": 0.625, "test/em": 0.25}))
+    main(["export", "--checkpoint", checkpoint, "--out", str(tmp_path / "export"), "--metrics", str(metrics)])
+    card = (tmp_path / "export" / "estimator" / "README.md").read_text()
+    front = yaml.safe_load(card.split("---")[1])
+    assert front["library_name"] == "rerag" and "reranker" in front["tags"]
+    assert "| test/re_recall@1 | 0.6250 |" in card and "| test/em | 0.2500 |" in card
+    assert "`true` (relevant), `false`" in card and repr(module.hparams.re_template) in card
+    assert "train_file" in card and "RelevanceEstimator.from_pretrained" in card and "AutoModelForSeq2SeqLM" in card
+
+
+def test_predict_and_rank_agree_with_score(module_kwargs, data_kwargs):
+    L.seed_everything(0)
+    estimator = RERAGModule(**module_kwargs).estimator.eval()
+    scores = estimator.score(QUESTION, PASSAGES, batch_size=2)
+    torch.testing.assert_close(estimator.predict([(QUESTION, p) for p in PASSAGES], batch_size=2), scores)
+    ranked = estimator.rank(QUESTION, PASSAGES, top_k=2)
+    assert [r["corpus_id"] for r in ranked] == torch.argsort(scores, descending=True)[:2].tolist()
+    assert [r["score"] for r in ranked] == pytest.approx(sorted(scores.tolist(), reverse=True)[:2])
+    assert len(estimator.rank(QUESTION, PASSAGES)) == len(PASSAGES)
+
+
+def test_the_shipped_estimator_reranks(world_dir, tmp_path):
+    out = tmp_path / "reranked.jsonl"
+    main(
+        [
+            "rerank",
+            "--estimator",
+            "rerag:assets/relevance_estimator",
+            "--input",
+            str(world_dir / "dev.jsonl"),
+            "--output",
+            str(out),
+            "--top_k",
+            "3",
+            "--device",
+            "cpu",
+        ]
+    )
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert rows and all(len(r["ctxs"]) == 3 for r in rows)
+    assert all(r["ctxs"][0]["re_score"] >= r["ctxs"][1]["re_score"] for r in rows)

@@ -3,9 +3,9 @@ import torch
 from transformers import AutoModelForSeq2SeqLM
 
 from erag.lm import load_tokenizer
-from rerag.demo.pointer_generator import PointerT5ForConditionalGeneration
 from rerag.models.generator import Generator
 from rerag.models.loading import ModelSpec, build_model
+from rerag.models.pointer_t5 import PointerT5ForConditionalGeneration
 
 
 @pytest.fixture

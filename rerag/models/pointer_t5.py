@@ -17,8 +17,8 @@ unchanged. Keyword arguments beyond those `forward` names (attention outputs, de
 accepted for `generate`'s sake and ignored.
 
 Registered with the Auto classes as model type `pointer_t5`: `AutoConfig.for_model("pointer_t5",
-...)` builds one, and exported folders load through `AutoModelForSeq2SeqLM` once `rerag` is
-imported. `generate` hands the input ids to every decoding step as `source_ids` (the steps after
+...)` builds one, and exported folders load through `AutoModelForSeq2SeqLM` once `rerag.models` is
+imported (every loader of the package imports it). `generate` hands the input ids to every decoding step as `source_ids` (the steps after
 the first see only the cached encoder states), so callers use it like any seq2seq model's.
 """
 

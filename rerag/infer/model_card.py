@@ -1,0 +1,129 @@
+"""The model card of an exported RE: `README.md` in its folder, with Hugging Face metadata (YAML
+front matter) and what a user needs to serve it with any LLM: the base model, how it was trained
+(data and settings), the run's measured metrics, the true/false words, the input template, and how
+to score with plain transformers and with rerag."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from rerag.models.estimator import RelevanceEstimator
+
+#: Settings of the run worth a reader's eye, in this order, when the checkpoint has them.
+TRAINING_FIELDS = (
+    "alpha_re",
+    "alpha_tok",
+    "alpha_anchor",
+    "kl_direction",
+    "lr",
+    "estimator_lr",
+    "weight_decay",
+    "freeze_generator",
+    "teacher",
+    "estimator_lora",
+)
+DATA_FIELDS = ("train_file", "val_file", "test_file", "n_train_contexts", "n_eval_contexts", "train_context_words")
+
+
+def _usage_transformers(estimator: RelevanceEstimator) -> str:
+    encoder_decoder = estimator.model.config.is_encoder_decoder
+    model_class = "AutoModelForSeq2SeqLM" if encoder_decoder else "AutoModelForCausalLM"
+    chat = estimator.tokenizer.chat_template is not None
+    encode = (
+        'text = tok.apply_chat_template([{"role": "user", "content": prompt}], tokenize=False, '
+        'add_generation_prompt=True)\nenc = tok(text, add_special_tokens=False, return_tensors="pt")'
+        if chat
+        else 'enc = tok(prompt, return_tensors="pt")'
+    )
+    if encoder_decoder:
+        logits = (
+            "start = torch.full((1, 1), model.config.decoder_start_token_id)\n"
+            "logits = model(**enc, decoder_input_ids=start).logits[0, -1]"
+        )
+    else:
+        logits = "logits = model(**enc).logits[0, -1]"
+    return f"""```python
+import torch
+from transformers import AutoTokenizer, {model_class}
+
+folder = "path/to/estimator"
+tok, model = AutoTokenizer.from_pretrained(folder), {model_class}.from_pretrained(folder).eval()
+prompt = {estimator.template!r}.format(question="...", title="...", text="...")
+{encode}
+with torch.no_grad():
+    {logits.replace(chr(10), chr(10) + "    ")}
+true_id, false_id = {estimator.true_id}, {estimator.false_id}  # {estimator.true_word!r}, {estimator.false_word!r}
+s = (logits[true_id] - logits[false_id]).item()  # the log-odds; P(relevant) = sigmoid(s)
+```"""
+
+
+def estimator_card(
+    estimator: RelevanceEstimator,
+    base_model: str | None = None,
+    training: dict[str, Any] | None = None,
+    data: dict[str, Any] | None = None,
+    metrics: dict[str, float] | None = None,
+) -> str:
+    """The card's text. `training` and `data` are the run's module and datamodule settings (only
+    `TRAINING_FIELDS` and `DATA_FIELDS` are shown), `metrics` its test metrics (`test/...`)."""
+    meta = {
+        "library_name": "rerag",
+        "pipeline_tag": "text-ranking",
+        "tags": ["reranker", "relevance-estimator", "retrieval-augmented-generation", "re-rag"],
+    }
+    if base_model and ":" not in base_model:  # a hub name; a package path means nothing on the hub
+        meta["base_model"] = base_model
+    lines = ["---", yaml.safe_dump(meta, sort_keys=False).strip(), "---", "", "# RE-RAG relevance estimator", ""]
+    lines += [
+        "A relevance estimator (RE) trained with RE-RAG (Kim & Lee, 2024): for a (question, passage) pair it",
+        f"reads the logits of {estimator.true_word!r} and {estimator.false_word!r} at the first answer position;",
+        "s = z_true - z_false is the log-odds of relevance. Rerank a retriever's passages by s before any LLM",
+        "reads them; sigmoid(s) is the RE's P(relevant) (calibrated when `calibration.json` is present).",
+        "",
+        "| setting | value |",
+        "|---|---|",
+        f"| base model | `{base_model or estimator.model.config.name_or_path or 'a config (random init)'}` |",
+        f"| architecture | {estimator.model.config.model_type} |",
+        f"| label words | `{estimator.true_word}` (relevant), `{estimator.false_word}` |",
+        f"| input template | `{estimator.template!r}` |",
+        f"| input length | {estimator.max_length} tokens (the passage is cut, never the template) |",
+        f"| chat template | {'yes: the prompt is one user message' if estimator.tokenizer.chat_template else 'no'} |",
+        "",
+    ]
+    shown = [(k, (training or {}).get(k)) for k in TRAINING_FIELDS] + [(k, (data or {}).get(k)) for k in DATA_FIELDS]
+    shown = [(k, v) for k, v in shown if v is not None]
+    if shown:
+        lines += ["## Training", "", "| setting | value |", "|---|---|"]
+        lines += [f"| {k} | `{json.dumps(v, default=str)}` |" for k, v in shown]
+        lines.append("")
+    lines += ["## Metrics", ""]
+    if metrics:
+        lines += ["The run's test metrics (`rerag fit`, `MetricsWriter`):", "", "| metric | value |", "|---|---|"]
+        lines += [f"| {k} | {v:.4f} |" for k, v in sorted(metrics.items()) if k != "global_step"]
+    else:
+        lines.append("No test metrics were found for this run.")
+    lines += ["", "## Use", "", "With rerag:", "", "```python", "from rerag import RelevanceEstimator", ""]
+    lines += [
+        're = RelevanceEstimator.from_pretrained("path/to/estimator")',
+        're.rank("who wrote X?", ["passage one", "passage two"], top_k=1)  # [{"corpus_id": ..., "score": s}]',
+        're.predict([("who wrote X?", "passage one")])                       # s per pair',
+        "```",
+        "",
+        "or `rerag rerank --estimator path/to/estimator --input run.jsonl --output reranked.jsonl`.",
+        "",
+        "With plain transformers:",
+        "",
+        _usage_transformers(estimator),
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def write_card(folder: str | Path, text: str) -> Path:
+    path = Path(folder) / "README.md"
+    path.write_text(text)
+    return path
