@@ -31,7 +31,7 @@ from eor import (
 )
 from erag.lm import load_lm, resolve
 from rerag.data.fid_format import read_fid
-from rerag.infer.export import load_checkpoint
+from rerag.infer.loading import models_for_evaluation
 from rerag.infer.readers import ParametricReader, RAGReader
 
 
@@ -57,7 +57,6 @@ class PoolReader:
 
 def run_eor(
     *,
-    checkpoint: str,
     questions_file: str,
     corpus_file: str,
     pool: list[str] = ["BM25@5", "Dense@5", "BM25@RR@5", "BM25@3&Dense@3", "ReFree"],
@@ -68,11 +67,12 @@ def run_eor(
     eor: EoRConfig = EoRConfig(),
     test_file: str | None = None,
     llm: str | None = None,
+    checkpoint: str | None = None,
+    estimator: str | None = None,
 ) -> EoRReport:
-    """Evaluate each retriever of `pool` and EoR over it with the checkpoint's RE-RAG reader.
+    """Evaluate each retriever of `pool` and EoR over it, read by any LM (or a RE-RAG checkpoint's generator).
 
     Args:
-        checkpoint: a RE-RAG Lightning checkpoint (`rerag fit` writes them).
         questions_file: a FiD-format file; its questions and answers are used, its contexts not.
         corpus_file: JSONL passages `{"id", "title", "text"}` (`rerag make-demo-data` writes one).
         pool: retriever names over the bases BM25, Dense, ReFree, PK and the ops @RR (the trained RE) and @CP.
@@ -84,10 +84,19 @@ def run_eor(
         test_file: a FiD file of test questions (the paper's protocol): the weights are learned on all of
             `questions_file` (the validation split) and reported on these; `eor.train_fraction` is then unused.
         llm: a Hugging Face LM (causal through its chat template, or seq2seq) that reads every retriever's
-            passages in one prompt with the paper's RALM prompts and writes PK documents and @CP summaries
-            (default: the checkpoint's generator, RE-weighted, which writes PK and @CP text of answer length).
+            passages in one prompt with the paper's RALM prompts and writes PK documents and @CP summaries;
+            or an exported generator folder (`rerag export`, the shipped `rerag:assets/reader`), read as a
+            checkpoint's generator is (default: the checkpoint's generator, RE-weighted, which writes PK and
+            @CP text of answer length).
+        checkpoint: a RE-RAG Lightning checkpoint (`rerag fit` writes them): its generator reads unless
+            `llm` is given, its RE is the @RR reranker and weighs the generator's per-passage answers.
+        estimator: an exported RE folder (`rerag export`, or the shipped `rerag:assets/relevance_estimator`)
+            for @RR and the answer weights, in place of the checkpoint's.
     """
-    estimator, generator = load_checkpoint(checkpoint)
+    estimator, generator, llm = models_for_evaluation(checkpoint, estimator, llm)
+    if estimator is None and any("@RR" in name for name in pool):
+        raise ValueError(f"pool: {[n for n in pool if '@RR' in n]} rerank with an RE: give --estimator or --checkpoint")
+    score = estimator.score if estimator is not None else None
     records = list(read_fid(questions_file))[:max_questions]
     test_indices = None
     if test_file:
@@ -103,13 +112,13 @@ def run_eor(
     bases = [BM25Retriever(corpus, k=candidates), NoRetriever(), ParametricRetriever(write)]
     if any("Dense" in name for name in pool):
         bases.append(DenseRetriever(corpus, Encoder(resolve(dense_encoder)), k=candidates))
-    registry = Registry(bases, rerankers={"RR": estimator.score}, compressors={"CP": write})
+    registry = Registry(bases, rerankers={"RR": score} if score else {}, compressors={"CP": write})
     if llm:
         reader = PoolReader(
             RAGReader(lm, mode="ralm", template=RALM_PROMPT), ParametricReader(lm, template=RETRIEVAL_FREE_PROMPT)
         )
     else:  # retrieval-free: the generator's own input format with an empty context
-        reader = PoolReader(RAGReader(lm, reranker=estimator.score), ParametricReader(lm, template=generator.template))
+        reader = PoolReader(RAGReader(lm, reranker=score), ParametricReader(lm, template=generator.template))
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
     config = EoRConfig(

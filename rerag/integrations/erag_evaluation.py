@@ -12,7 +12,7 @@ import torch
 import erag
 from erag.lm import load_lm
 from rerag.data.fid_format import read_fid
-from rerag.infer.export import load_checkpoint
+from rerag.infer.loading import models_for_evaluation
 from rerag.infer.readers import RAGReader
 from rerag.inputs import passage_text
 from rerag.models.estimator import RelevanceEstimator
@@ -49,7 +49,6 @@ def validation_rankings(
 
 def run_erag(
     *,
-    checkpoint: str,
     data_file: str,
     ranking: Literal["re", "retriever"] = "re",
     top_k: int = 10,
@@ -59,12 +58,13 @@ def run_erag(
     output_dir: str = "outputs/erag",
     reader: Literal["rag", "ralm"] = "rag",
     llm: str | None = None,
+    checkpoint: str | None = None,
+    estimator: str | None = None,
 ) -> dict:
     """Evaluate a ranking of `data_file`'s contexts with eRAG and correlate it with end-to-end EM.
 
     Args:
-        checkpoint: a RE-RAG Lightning checkpoint; its generator judges, its RE ranks.
-        data_file: a FiD-format file with answers.
+        data_file: a FiD-format file with answers: any retriever's run.
         ranking: "re" ranks each question's contexts by the RE, "retriever" keeps the file's order.
         top_k: documents per ranked list.
         metrics: eRAG retrieval metrics (P@k, R@k, MAP, MRR, NDCG@k, Hit@k).
@@ -74,19 +74,28 @@ def run_erag(
         reader: how the generator reads a list: rag = each document alone, answers marginalized with
             P_RE (FiD-like fusion of per-document evidence); ralm = the documents in one prompt (in-prompt
             augmentation). eRAG's per-document labels read one document either way.
-        llm: a Hugging Face LM (folder, name or GGUF file) that reads instead of the checkpoint's
-            generator, as the judge and the end-to-end reader (its own prompt template).
+        llm: a Hugging Face LM (folder, name or GGUF file) that judges and reads end to end (its own
+            prompt template), or an exported generator folder (`rerag:assets/reader`); default: the
+            checkpoint's generator.
+        checkpoint: a RE-RAG Lightning checkpoint: its generator reads unless `llm` is given; its RE ranks.
+        estimator: an exported RE folder that ranks (and weighs answers) in place of the checkpoint's.
     """
-    estimator, generator = load_checkpoint(checkpoint)
+    estimator, generator, llm = models_for_evaluation(checkpoint, estimator, llm)
+    if ranking == "re" and estimator is None:
+        raise ValueError("ranking: 're' ranks with an RE: give --estimator or --checkpoint, or --ranking retriever")
     records = list(read_fid(data_file))[:max_questions]
     with torch.no_grad():
         results, expected = rank_records(records, estimator if ranking == "re" else None, top_k)
         lm = load_lm(llm) if llm else generator.as_lm()
         result = erag.compare_with_end_to_end(
-            results, expected, RAGReader(lm, mode=reader, reranker=estimator.score), downstream_metric, metrics
+            results,
+            expected,
+            RAGReader(lm, mode=reader, reranker=estimator.score if estimator is not None else None),
+            downstream_metric,
+            metrics,
         )
     result["reader"] = {
-        "name": llm or "the checkpoint's generator",
+        "name": llm or "the RE-RAG generator",
         "parameters": sum(p.numel() for p in lm.model.parameters()),
     }
     out = Path(output_dir)

@@ -123,3 +123,38 @@ def test_an_llm_reads_instead_of_the_generator_and_its_size_is_reported(
     assert len(lm.prompts) == 4 * 3 + 4  # each document alone (the labels), then each list in one prompt
     assert result["end_to_end"]["aggregated"] == 0.0  # no demo answer is "paris"
     assert not any(any(labels) for labels in result["labelings"]["erag"]["labels"].values())
+
+
+def test_erag_on_a_bm25_run_with_any_lm_and_no_checkpoint(chat_tokenizer_dir, world_dir, tmp_path):
+    from transformers import AutoTokenizer
+
+    from rerag.cli import main
+    from rerag.models.loading import ModelSpec, build_model
+    from tests.rerag.conftest import TINY_LLAMA
+
+    tok = AutoTokenizer.from_pretrained(chat_tokenizer_dir)
+    torch.manual_seed(0)
+    build_model(ModelSpec(config=TINY_LLAMA), tok).save_pretrained(tmp_path / "llm")
+    tok.save_pretrained(tmp_path / "llm")
+    for ranking, extra in (("retriever", []), ("re", ["--estimator", "rerag:assets/relevance_estimator"])):
+        out = tmp_path / ranking
+        main(
+            [
+                "erag",
+                "--data_file",
+                str(world_dir / "dev.jsonl"),
+                "--ranking",
+                ranking,
+                "--top_k",
+                "3",
+                "--max_questions",
+                "4",
+                "--llm",
+                str(tmp_path / "llm"),
+                "--output_dir",
+                str(out),
+                *extra,
+            ]
+        )
+        report = json.loads((out / "erag_report.json").read_text())
+        assert report["reader"]["name"] == str(tmp_path / "llm") and report["labelings"]
