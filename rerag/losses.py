@@ -9,20 +9,42 @@ Inputs per question i and context j:
 
 from __future__ import annotations
 
+import math
 from typing import Literal
 
 import torch
 import torch.nn.functional as F
 
 
-def marginal_nll(s: torch.Tensor, answer_loglik: torch.Tensor) -> torch.Tensor:
+def marginal_nll(
+    s: torch.Tensor, answer_loglik: torch.Tensor, reduction: Literal["mean", "sum"] = "mean"
+) -> torch.Tensor:
     """L_gen = -mean_i log sum_j P_RE(i, j) P_G(a_i | q_i, c_j).
 
     The RAG-sequence marginal likelihood, marginalized inside the log as the released code does
     (eq. 7 as printed sums outside the log). Gradients reach both the RE (through P_RE) and
-    the generator (through F)."""
+    the generator (through F). `reduction="sum"` sums over the batch's questions, as the released
+    code does while it averages L_re and L_tok (its L_gen then weighs B times more)."""
     log_p_re = torch.log_softmax(s.float(), dim=-1)
-    return -torch.logsumexp(log_p_re + answer_loglik.float(), dim=-1).mean()
+    nll = -torch.logsumexp(log_p_re + answer_loglik.float(), dim=-1)
+    return nll.sum() if reduction == "sum" else nll.mean()
+
+
+def relevance_log_odds(
+    log_p_true: torch.Tensor, log_p_false: torch.Tensor, normalized: bool = True, clamp: float | None = None
+) -> torch.Tensor:
+    """s = log p_true - log p_false, the log-odds of eq. 3's normalized RE (eq. 4), or with
+    `normalized=False` log p_true alone (Table 7's ablation). `clamp` = eps bounds the RE to
+    [eps, 1 - eps] before the log-odds, as the released code does (eps 1e-5: |s| <= 11.51, with zero
+    gradient beyond; unnormalized: log p_true <= log(1 - eps) and >= log eps)."""
+    if not normalized:
+        s = log_p_true
+        return s if clamp is None else s.clamp(math.log(clamp), math.log1p(-clamp))
+    s = log_p_true - log_p_false
+    if clamp is None:
+        return s
+    bound = math.log1p(-clamp) - math.log(clamp)
+    return s.clamp(-bound, bound)
 
 
 def kl_to_generator(
@@ -70,15 +92,19 @@ def rerag_loss(
     alpha_anchor: float = 0.0,
     has_answer: torch.Tensor | None = None,
     normalized: bool = True,
+    gen_reduction: Literal["mean", "sum"] = "mean",
+    re_clamp: float | None = None,
 ) -> dict[str, torch.Tensor]:
     """L = L_gen + a1 L_re + a2 L_tok (eq. 12), plus alpha_anchor L_anchor when that weight is not
     zero (then `has_answer` [B, K] is needed); every term is returned for logging.
 
     `normalized=False` is the ablation of Table 7: the relevance score is log p_true, the "true"
-    token's full-vocabulary log-probability, instead of the log-odds of eq. 3's normalized RE."""
-    s = log_p_true - log_p_false if normalized else log_p_true
+    token's full-vocabulary log-probability, instead of the log-odds of eq. 3's normalized RE.
+    `gen_reduction="sum"` and `re_clamp=1e-5` are the released code's two details
+    (`marginal_nll`, `relevance_log_odds`)."""
+    s = relevance_log_odds(log_p_true, log_p_false, normalized, re_clamp)
     parts = {
-        "loss_gen": marginal_nll(s, answer_loglik),
+        "loss_gen": marginal_nll(s, answer_loglik, gen_reduction),
         "loss_re": kl_to_generator(s, answer_loglik, kl_direction),
         "loss_tok": off_label_mass(log_p_true, log_p_false),
     }

@@ -74,6 +74,12 @@ class RERAGModule(L.LightningModule):
     Ablations of the paper: `marginalize_with="retriever"` trains the generator alone, marginalizing
     with softmax_j of the retriever's scores (Table 6's baseline, RAG without the RE; the RE is not
     trained); `normalize_re=False` trains with s = log p_true instead of eq. 3's log-odds (Table 7).
+    The released code's two details: `gen_reduction="sum"` sums L_gen over the batch's questions
+    (L_re and L_tok stay means), `re_clamp=1e-5` bounds RE_ij to [1e-5, 1 - 1e-5] before the log-odds.
+    `gradient_clip_per_model` clips the RE's and the generator's gradient norms each on its own.
+    `teacher_cache_dir` (with `freeze_generator`): the frozen teacher's F_ij of every training pair are
+    computed once at fit start and read from disk (`rerag.teacher_cache`); `teacher` names another
+    Hugging Face LM as the teacher, read with `teacher_template` (default: the generator's).
 
     Evaluation reranks each question's whole list (the datamodule's `n_eval_contexts`) and, for
     every d in `eval_depths`, also only the retriever's first d (metrics `<stage>/top<d>/...`), so
@@ -114,6 +120,8 @@ class RERAGModule(L.LightningModule):
         compile: CompileSetting = False,
         marginalize_with: Literal["re", "retriever"] = "re",
         normalize_re: bool = True,
+        gen_reduction: Literal["mean", "sum"] = "mean",
+        re_clamp: float | None = None,
         gradient_clip_per_model: bool = False,
         teacher_cache_dir: str | None = None,
         teacher: ModelSpec | None = None,
@@ -261,7 +269,7 @@ class RERAGModule(L.LightningModule):
                 ).view(b, k)
         if self.hparams.marginalize_with == "retriever":  # RAG without the RE: the RE is not even run
             scores = batch["retriever_scores"].view(b, k).to(answer_loglik.device)
-            losses = {"loss_gen": marginal_nll(scores, answer_loglik)}
+            losses = {"loss_gen": marginal_nll(scores, answer_loglik, self.hparams.gen_reduction)}
             losses["loss"] = losses["loss_gen"]
         else:
             losses = self.relevance_losses(batch, answer_loglik)
@@ -270,7 +278,7 @@ class RERAGModule(L.LightningModule):
 
     def relevance_losses(self, batch: dict, answer_loglik: torch.Tensor) -> dict[str, torch.Tensor]:
         """The RE's forward pass and eq. 12's losses with the module's weights, given the
-        generator's F_ij [b, k] (computed in the step, or fixed, as `benchmarks/re_alone.py` does)."""
+        generator's F_ij [b, k] (computed in the step, or the frozen teacher's, from its cache)."""
         b, k = answer_loglik.shape
         log_p_true, log_p_false = self.estimator.true_false_logprobs(
             batch["re"]["input_ids"], batch["re"]["attention_mask"], backend=self.hparams.kernel_backend
@@ -285,6 +293,8 @@ class RERAGModule(L.LightningModule):
             self.hparams.alpha_anchor,
             batch["has_answer"].view(b, k),
             self.hparams.normalize_re,
+            self.hparams.gen_reduction,
+            self.hparams.re_clamp,
         )
 
     def estimator_parameters(self) -> list[torch.nn.Parameter]:

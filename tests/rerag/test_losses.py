@@ -3,7 +3,14 @@ import math
 import pytest
 import torch
 
-from rerag.losses import has_answer_anchor, kl_to_generator, marginal_nll, off_label_mass, rerag_loss
+from rerag.losses import (
+    has_answer_anchor,
+    kl_to_generator,
+    marginal_nll,
+    off_label_mass,
+    relevance_log_odds,
+    rerag_loss,
+)
 
 # 2 questions x 3 contexts
 S = torch.tensor([[1.0, 0.0, -1.0], [0.5, 0.5, 2.0]])
@@ -125,3 +132,27 @@ def test_without_normalization_the_score_is_log_p_true():
     assert not torch.allclose(
         rerag_loss(log_p_true, other_false, f)["loss_gen"], rerag_loss(log_p_true, log_p_false, f)["loss_gen"]
     )
+
+
+def test_the_released_codes_sum_over_the_batch_weighs_l_gen_b_times():
+    s = torch.tensor([[0.0, 1.0], [2.0, -1.0], [0.5, 0.5]])
+    f = torch.tensor([[-1.0, -3.0], [-2.0, -0.5], [-4.0, -1.0]])
+    mean = rerag_loss(s, torch.zeros_like(s), f)  # log p_false = 0: s = log p_true here
+    summed = rerag_loss(s, torch.zeros_like(s), f, gen_reduction="sum")
+    torch.testing.assert_close(summed["loss_gen"], 3 * mean["loss_gen"])
+    torch.testing.assert_close(summed["loss_re"], mean["loss_re"])  # L_re and L_tok stay means
+    torch.testing.assert_close(summed["loss_tok"], mean["loss_tok"])
+
+
+def test_the_released_codes_clamp_bounds_the_log_odds_with_no_gradient_beyond():
+    log_p_true = torch.tensor([-0.01, -20.0, -1.0], requires_grad=True)
+    log_p_false = torch.tensor([-30.0, -0.01, -1.5])
+    s = relevance_log_odds(log_p_true, log_p_false, clamp=1e-5)
+    bound = math.log((1 - 1e-5) / 1e-5)  # 11.51
+    assert s.tolist() == pytest.approx([bound, -bound, 0.5], abs=1e-4)
+    s.sum().backward()
+    assert log_p_true.grad.tolist() == [0.0, 0.0, 1.0]  # saturated entries get no gradient
+    free = relevance_log_odds(log_p_true.detach(), log_p_false)
+    assert free[0] > 29 and free[1] < -19  # unclamped, s is unbounded
+    unnormalized = relevance_log_odds(torch.tensor([-30.0, -1e-9]), log_p_false[:2], normalized=False, clamp=1e-5)
+    assert unnormalized.tolist() == pytest.approx([math.log(1e-5), math.log1p(-1e-5)])
