@@ -14,7 +14,7 @@ Parts (`--parts`, default all, run in this order):
 4. rerank        benchmarks/rerank.py at t5-base size, bf16: RE two-row scoring vs MonoT5-style.
 5. demo          `python -m rerag fit --config configs/demo.yaml` on the GPU in bf16-mixed,
                  shortened to --max-steps (default 250 of the config's 1500), against the CPU run.
-                 Needs jsonargparse, datasets and bm25s: see the README, "GPU check", for the wheels.
+                 Needs jsonargparse, datasets and bm25s: see docs/gpu_check.md for the wheels.
 
 Output folder (--out, default outputs/gpu_check): `<n>_<part>.md` per part (the table, or the
 error's tail when the part failed or ran out of time), `summary.md` (one row per part, rewritten
@@ -260,7 +260,7 @@ def demo_part(args, out: Path) -> Part:
             error = (check.stderr.strip().splitlines() or ["(no message)"])[-1]
             return (
                 f"`rerag fit` cannot be imported: {error}. Bring the wheels ({DEMO_WHEELS}) and install them "
-                f"first: python -m pip install --no-index --no-deps .whl/*.whl (README, 'GPU check')"
+                f"first: python -m pip install --no-index --no-deps .whl/*.whl (docs/gpu_check.md)"
             )
         # The world (25 MB) and the checkpoints go to a temporary folder, not back with the results.
         scratch.append(Path(tempfile.mkdtemp(prefix="gpu_check_demo_")))

@@ -1,4 +1,4 @@
-"""Time and peak memory of log p_true, log p_false, forward + backward (README, "kernels").
+"""Time and peak memory of log p_true, log p_false, forward + backward (docs/kernels.md).
 
     python benchmarks/kernel.py                        # CUDA: N in {1280, 5120}, V = 32128, d in {768, 1024}
     python benchmarks/kernel.py --device cpu --small   # CPU: tiny shapes, eager vs the reference

@@ -1,7 +1,7 @@
 """Retriever recall on the FiD files `rerag make-squad` writes: the share of answerable questions
 whose top k holds the gold passage (`gold`) or any passage with an answer string (`has_answer`).
 
-    rerag make-squad --input ../shared/data/squad2_dev_5articles.json --out data/squad
+    rerag make-squad --input squad2_dev_5articles.json --out data/squad
     python benchmarks/squad_retrieval.py --data data/squad
 """
 

@@ -2,7 +2,7 @@
 
 log p_t = z_t - logsumexp(z) and log p_f = z_f - logsumexp(z) over the whole vocabulary, with
 gradients: the inputs of the normalized RE (RE-RAG eq. 3-4) and of the token loss (eq. 11).
-See the README, "kernels" and "The RE-RAG maths as implemented".
+See docs/kernels.md and docs/method.md.
 
 Backends: "triton" (CUDA, or CPU under TRITON_INTERPRET=1) and "reference" (eager PyTorch).
 None picks $RERAG_KERNELS_BACKEND if set, else Triton for CUDA tensors and the reference otherwise.

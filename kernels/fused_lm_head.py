@@ -3,7 +3,7 @@
 logits = scale * hidden @ weight.T is [N, V] (V = 32,128 for T5); this never builds it. The
 forward computes [BLOCK_N, BLOCK_V] tiles of logits in registers and keeps one logsumexp per
 (row, vocabulary block); the backward recomputes each tile, turns it into the dense part of the
-gradient, -(a + b) softmax (RE-RAG eq. 3-4 and eq. 11; README, "kernels"), and adds its
+gradient, -(a + b) softmax (RE-RAG eq. 3-4 and eq. 11; docs/kernels.md), and adds its
 products with the weight and the hidden states into gradient buffers with atomic adds, since
 every tile touches rows of both. The two one-hot columns (true, false) are added in PyTorch.
 """

@@ -3,7 +3,7 @@
 The RE-RAG relevance estimator (RE) reads the first decoder step's logits z in R^V and needs
 log p_t = z_t - logsumexp(z) and log p_f = z_f - logsumexp(z): their difference is the log-odds
 of the normalized RE (paper eq. 3-4) and 1 - p_t - p_f is the token loss (eq. 11); see
-README, "The RE-RAG maths as implemented". These functions are the CPU path and the oracle the Triton kernels
+docs/method.md. These functions are the CPU path and the oracle the Triton kernels
 are tested against.
 """
 

@@ -3,7 +3,7 @@
 Eager PyTorch builds a float32 [N, V] softmax in the forward and again in the backward. Here the
 forward streams each row once with an online logsumexp and saves only lse [N]; the backward
 streams the logits once more and writes grad_logits directly (RE-RAG eq. 3-4 and eq. 11;
-README, "kernels"):
+docs/kernels.md):
     d/dz_k (a log p_t + b log p_f) = a [k == t] + b [k == f] - (a + b) softmax_k
 """
 

@@ -163,7 +163,7 @@ def document(index: dict, out: str, calls: list[dict] = ()) -> str:
         "- The world is the demo's synthetic one (`configs/demo.yaml`) unless `--fit_config` says otherwise: "
         "absolute numbers are not comparable with the papers', the comparisons inside a table are. Every fit "
         "trains as that config does, with its departures from the paper (a relevance-pretrained RE, contexts "
-        'drawn from deep ranks, the has-answer anchor `model.alpha_anchor`; README "The demo\'s RE").',
+        "drawn from deep ranks, the has-answer anchor `model.alpha_anchor`; docs/demo.md).",
         "",
     ]
     for key, title in PAPERS.items():
