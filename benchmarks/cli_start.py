@@ -15,20 +15,27 @@ import sys
 import time
 from pathlib import Path
 
-CODE = "import sys; sys.path.insert(0, {root!r}); from rerag.cli import main; main(['--help'])"
+CODE = (
+    "import sys; sys.path.insert(0, {root!r}); from rerag.cli import main; main(['--help']); "
+    "import rerag; print(rerag.__file__)"
+)
 
 
 def best_time(root: Path, repeats: int) -> float:
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
-        subprocess.run(
+        done = subprocess.run(
             [sys.executable, "-c", CODE.format(root=str(root.resolve()))],
             check=True,
             capture_output=True,
+            text=True,
             cwd=root,
         )
         times.append(time.perf_counter() - start)
+        origin = Path(done.stdout.strip().splitlines()[-1]).resolve()
+        if root.resolve() not in origin.parents:
+            raise SystemExit(f"{root}: rerag was imported from {origin}, not from this checkout")
     return min(times)
 
 

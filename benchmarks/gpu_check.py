@@ -1,4 +1,4 @@
-"""Check a GPU end to end in one command (issue 17, part 1): each part in its own process, in order
+"""Check a GPU end to end in one command: each part in its own process, in order
 of value, each part's Markdown table written to the output folder as soon as the part ends.
 
     python benchmarks/gpu_check.py                            # all parts on CUDA, within 9 minutes

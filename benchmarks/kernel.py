@@ -3,7 +3,7 @@
     python benchmarks/kernel.py                        # CUDA: N in {1280, 5120}, V = 32128, d in {768, 1024}
     python benchmarks/kernel.py --device cpu --small   # CPU: tiny shapes, eager vs the reference
 
-Two tables. "loss": from bf16 logits [N, V], the part issue 4 is about; it is memory-bound, so it
+Two tables. "loss": from bf16 logits [N, V], the normalized true/false loss; it is memory-bound, so it
 reports effective GB/s = 3 N V bytes-per-element / time (read logits forward, read them backward,
 write their gradient) against the device's memory bandwidth. "LM head + loss": from hidden [N, d]
 and the LM-head weight [V, d]; it is matmul-bound, so it reports TFLOP/s of the 6 N V d useful

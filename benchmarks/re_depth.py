@@ -42,7 +42,7 @@ def evaluate(
     estimator: RelevanceEstimator, records: list[dict], depth: int, max_length: int, keep: int = 5
 ) -> tuple[float, float]:
     """Recall@1 over the first `depth` contexts, and the AUROC of the set-level confidence max_j s
-    for "the RE's top `keep` hold an answer" (the calibration issue's raw confidence)."""
+    for "the RE's top `keep` hold an answer" (the raw set-level confidence)."""
     estimator.eval()
     hits, confidence, held = 0, [], []
     for record in records:

@@ -153,7 +153,7 @@ def accuracy(estimator, groups: list[tuple[str, list[dict]]]) -> float:
 @torch.no_grad()
 def answer_auroc(estimator, groups: list[tuple[str, list[dict]]]) -> float:
     """AUROC of max_j s for "the group holds the answer's passage": the set-level confidence's
-    separation (the calibration issue's target), on groups of which some lack the answer."""
+    separation (the calibrated confidence's target), on groups of which some lack the answer."""
     was_training = estimator.training
     estimator.eval()
     confidence = [float(estimator.score(q, ps).max()) for q, ps in groups]

@@ -13,14 +13,39 @@ from rerag.cli import COMMANDS, main
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.parametrize("config", ["demo.yaml", "nq_t5_base.yaml", "tqa_t5_large.yaml"])
-def test_configs_parse(config, capsys):
+@pytest.mark.parametrize(
+    "configs", [["demo.yaml"], ["nq_t5_base.yaml"], ["nq_t5_base.yaml", "tqa_t5_large.yaml"], ["quickstart.yaml"]]
+)
+def test_configs_parse(configs, capsys):
     with pytest.raises(SystemExit) as exit_:
-        main(["fit", "--config", str(ROOT / "configs" / config), "--print_config"])
+        main(["fit", *(a for c in configs for a in ("--config", str(ROOT / "configs" / c))), "--print_config"])
     assert exit_.value.code == 0
     printed = yaml.safe_load(capsys.readouterr().out)
     # The data side's tokenizer settings are linked from the model's, so they are not repeated.
     assert printed["model"]["re_tokenizer"] and "re_tokenizer" not in printed["data"]
+
+
+def test_the_tqa_overlay_changes_only_model_data_and_outputs(capsys):
+    printed = {}
+    for configs in (["nq_t5_base.yaml"], ["nq_t5_base.yaml", "tqa_t5_large.yaml"]):
+        with pytest.raises(SystemExit):
+            main(["fit", *(a for c in configs for a in ("--config", str(ROOT / "configs" / c))), "--print_config"])
+        printed[len(configs)] = yaml.safe_load(capsys.readouterr().out)
+    nq, tqa = printed[1], printed[2]
+    assert tqa["model"]["estimator"]["name_or_path"] == "t5-large" and tqa["data"]["init_args"]["train_file"] == (
+        "data/tqa/train.json"
+    )
+    assert tqa["trainer"]["logger"]["init_args"]["project"] == "rerag"  # the NQ logger's other fields stay
+    assert tqa["trainer"]["callbacks"][1]["init_args"]["path"] == "outputs/tqa/test_metrics.json"
+    for section in ("optimizer", "seed_everything"):
+        assert tqa.get(section) == nq.get(section)
+    same = {
+        k: v
+        for k, v in nq["model"].items()
+        if k not in ("estimator", "generator", "re_tokenizer", "generator_tokenizer")
+    }
+    assert {k: tqa["model"][k] for k in same} == same
+    assert tqa["trainer"]["accumulate_grad_batches"] == nq["trainer"]["accumulate_grad_batches"] == 8
 
 
 def test_paper_config_is_the_papers_setup():

@@ -100,7 +100,7 @@ def test_dataset_is_cached_and_revalidated_when_the_file_changes(tmp_path):
         load_fid_dataset(path, cache_dir=cache)
 
 
-# The holes of issue 13 part 7: each gets a FiDFormatError naming file, place and field, from
+# Malformed-input holes: each gets a FiDFormatError naming file, place and field, from
 # both readers (the lazy `read_fid` and the cached `load_fid_dataset`).
 def with_id(record_id, **changes):
     record = bad(**changes)

@@ -7,7 +7,7 @@ from rerag.cli import main
 from rerag.reproduce import REGISTRY, document, paper_numbers, selected
 from rerag.reproduce.workspace import Workspace
 
-#: Every table and figure the issue names, per paper.
+#: Every table and figure of the three papers, per paper.
 NAMED = {
     "re-rag": {
         "table1",
