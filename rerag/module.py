@@ -128,6 +128,50 @@ class RERAGModule(L.LightningModule):
         teacher_tokenizer: str | None = None,
         teacher_template: str | None = None,
     ):
+        """Joint RE-RAG training (eq. 12) and RE-reranked evaluation.
+
+        Args:
+            estimator: the RE's model: a checkpoint (`name_or_path`, `package:path` or a GGUF file) or a config for random init.
+            generator: the generator's model (None with `shared_base`: the estimator's base serves both).
+            re_tokenizer: the RE's tokenizer name or folder.
+            generator_tokenizer: the generator's tokenizer name or folder.
+            re_template: the RE's input text, filled with {question}, {title}, {text}, {context}.
+            re_max_length: RE input tokens (the passage is cut, never the template).
+            generator_template: the generator's input text (same fields).
+            generator_max_length: generator input tokens.
+            max_answer_length: answer tokens, the EOS included (labels and generation).
+            true_word: the RE's positive label word; one token at the first answer position.
+            false_word: the RE's negative label word; one token there.
+            alpha_re: weight a1 of L_re, the KL between the generator's Q_G and P_RE (eq. 10); at least 0.
+            alpha_tok: weight a2 of L_tok, the RE's off-label mass (eq. 11); at least 0.
+            alpha_anchor: weight of BCE(sigmoid(s), has_answer), not in the paper (0: off); at least 0.
+            kl_direction: generator_to_re = KL(Q_G || P_RE) (released code) or re_to_generator (eq. 10 as printed).
+            lr: AdamW's constant learning rate (paper 1e-4).
+            estimator_lr: the RE's own learning rate (None: lr).
+            weight_decay: AdamW weight decay (paper 1e-3).
+            val_top_k: contexts the RE keeps for dev answers (paper 10); at least 1.
+            test_top_k: contexts the RE (and the retriever baseline) keeps for test answers (paper 25); at least 1.
+            num_beams: beams per context when generating (1: greedy).
+            score_batch_size: rows per RE forward pass at evaluation.
+            recall_ks: Recall@k cut-offs logged at evaluation.
+            eval_depths: also rerank only the retriever's first d contexts (metrics <stage>/top<d>/...).
+            kernel_backend: the true/false log-prob kernel: None (Triton on CUDA, else the reference), triton or reference.
+            estimator_lora: LoRA adapters for the RE (None: full fine-tuning).
+            generator_lora: LoRA adapters for the generator (None: full fine-tuning, or none when frozen).
+            shared_base: RE and generator as two adapters ("re", "generator") of one frozen base.
+            freeze_generator: train the RE alone against the fixed generator's likelihoods.
+            gradient_checkpointing: recompute activations in the backward pass (memory for time).
+            compile: torch.compile the models' stacks (true, or a dict of torch.compile arguments).
+            marginalize_with: re (the paper) or retriever (Table 6's baseline: the generator alone, weighted by the retriever's scores).
+            normalize_re: eq. 3's log-odds (true) or s = log p_true (Table 7's ablation).
+            gen_reduction: L_gen's reduction over a batch's questions: mean, or sum as the released code does.
+            re_clamp: clamp RE_ij to [eps, 1 - eps] before the log-odds, as the released code does with 1e-5 (None: off).
+            gradient_clip_per_model: clip the RE's and the generator's gradient norms each on its own to trainer.gradient_clip_val.
+            teacher_cache_dir: with freeze_generator, compute the teacher's F_ij of every training pair once and keep them in this folder.
+            teacher: any Hugging Face LM as the teacher (None: the frozen generator); needs teacher_cache_dir.
+            teacher_tokenizer: the teacher's tokenizer (None: the teacher's name_or_path).
+            teacher_template: the teacher's input text (None: generator_template).
+        """
         super().__init__()
         self.save_hyperparameters()
         for field, minimum in (

@@ -150,6 +150,32 @@ class RERAGDataModule(L.LightningDataModule):
         seed: int = 0,
         skip_invalid: bool = False,
     ):
+        """FiD-format files in, tokenized (question, context) batches out.
+
+        Args:
+            train_file: FiD JSON or JSONL for training (top-20 contexts in the paper).
+            val_file: FiD file for validation (top-100 contexts).
+            test_file: FiD file for testing (top-100 contexts).
+            predict_file: FiD file of questions for `rerag predict` (answers optional).
+            re_tokenizer: the RE's tokenizer (linked from model.re_tokenizer by the CLI).
+            generator_tokenizer: the generator's tokenizer (linked from the model).
+            re_template: the RE's input text (linked from the model).
+            generator_template: the generator's input text (linked from the model).
+            re_max_length: RE input tokens (linked from the model).
+            generator_max_length: generator input tokens (linked from the model).
+            max_answer_length: answer tokens (linked from the model).
+            n_train_contexts: the retriever's top contexts per training question (paper 20); at least 1.
+            n_deep_contexts: plus this many drawn from ranks n_train_contexts..deep_context_depth; at least 0.
+            deep_context_depth: how deep the deep contexts are drawn from (None: every rank a record holds).
+            n_eval_contexts: contexts per dev and test question (paper 100); at least 1.
+            train_context_words: cut each training context to a window of this many words (None: whole passages);
+                a cure for a length shortcut, the teacher reads the same window.
+            batch_size: questions per training batch; at least 1.
+            eval_batch_size: questions per evaluation batch; at least 1.
+            num_workers: DataLoader worker processes.
+            seed: the data order, the answer sampled per epoch and the training windows.
+            skip_invalid: skip (and count) malformed records instead of failing.
+        """
         super().__init__()
         self.save_hyperparameters()
         for field, minimum in (

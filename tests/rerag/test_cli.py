@@ -239,3 +239,19 @@ def test_an_unknown_subcommand_lists_them_all(tmp_path):
     out = run_cli(["fitt"], tmp_path)
     assert out.returncode == 2 and "unknown subcommand 'fitt'" in out.stderr
     assert all(name in out.stderr for name in (*COMMANDS, "fit", "validate", "test", "predict"))
+
+
+@pytest.mark.parametrize("cls_path", ["rerag.module:RERAGModule", "rerag.data.datamodule:RERAGDataModule"])
+def test_every_model_and_data_argument_has_a_meaning_in_help(cls_path):
+    """`rerag fit --help` and `--data.help` show each argument's docstring line (LightningCLI reads `Args:`)."""
+    import importlib
+    import inspect
+
+    import docstring_parser
+
+    module, name = cls_path.split(":")
+    cls = getattr(importlib.import_module(module), name)
+    described = {p.arg_name: p.description for p in docstring_parser.parse(cls.__init__.__doc__).params}
+    params = [p for p in inspect.signature(cls.__init__).parameters if p != "self"]
+    assert [p for p in params if not described.get(p)] == []
+    assert set(described) <= set(params)  # no stale entries
