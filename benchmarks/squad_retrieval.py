@@ -8,11 +8,21 @@ whose top k holds the gold passage (`gold`) or any passage with an answer string
 import argparse
 from pathlib import Path
 
+import torch
+
 from rerag.data.fid_format import read_fid
+from rerag.metrics import first_hit_rank, hits_at_k
 
 
 def recall(records: list[dict], flag: str, k: int) -> float:
-    return sum(any(c.get(flag) for c in r["ctxs"][:k]) for r in records) / len(records)
+    """Recall@k of the file's own (retriever) order by `flag`."""
+    ranks = [
+        first_hit_rank(
+            -torch.arange(len(r["ctxs"]), dtype=torch.float32), torch.tensor([bool(c.get(flag)) for c in r["ctxs"]])
+        )
+        for r in records
+    ]
+    return float(hits_at_k(ranks, k).mean())
 
 
 def main() -> None:

@@ -28,6 +28,12 @@ def first_hit_rank(scores: torch.Tensor, relevant: torch.Tensor) -> int | None:
     return int(hits[0]) + 1 if len(hits) else None
 
 
+def hits_at_k(ranks, k: int) -> np.ndarray:
+    """Per question, 1.0 when its first relevant rank (`first_hit_rank`; None: no relevant item) is
+    within the top k, else 0.0: the terms whose mean is Recall@k."""
+    return np.array([rank is not None and rank <= k for rank in ranks], dtype=np.float64)
+
+
 def auroc(confidence, labels) -> float:
     """Area under the ROC curve of `confidence` for label 1 (NaN when only one class is present)."""
     from torchmetrics.functional.classification import binary_auroc

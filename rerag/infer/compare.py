@@ -21,6 +21,8 @@ from typing import Any
 import numpy as np
 from scipy.stats import bootstrap
 
+from rerag.metrics import hits_at_k
+
 RETRIEVER = "retriever"
 FIELDS = ("first_hit", "em", "f1")  # what every run's rows need
 RETRIEVER_FIELDS = (*FIELDS, "em_retriever_order", "f1_retriever_order")  # and the run named by `retriever`
@@ -52,9 +54,9 @@ def figures(rows: list[dict], order: str, answer: str, ks: list[int]) -> dict[st
     out = {}
     for relevant in ("gold", "has_answer"):
         if all(relevant in r["first_hit"][order] for r in rows):
-            ranks = np.array([r["first_hit"][order][relevant] or np.inf for r in rows], dtype=np.float64)
+            ranks = [r["first_hit"][order][relevant] for r in rows]
             for k in ks:
-                out[f"{relevant} R@{k}"] = (ranks <= k).astype(np.float64)
+                out[f"{relevant} R@{k}"] = hits_at_k(ranks, k)
     suffix = "_retriever_order" if answer == "answer_retriever_order" else ""
     out["EM"] = np.array([r[f"em{suffix}"] for r in rows], dtype=np.float64)
     out["F1"] = np.array([r[f"f1{suffix}"] for r in rows], dtype=np.float64)
