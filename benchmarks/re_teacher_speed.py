@@ -72,7 +72,8 @@ def main() -> None:
     args = p.parse_args()
     torch.manual_seed(0)
     cli = build_fit(["--config", str(args.config), "--trainer.logger", "false"])
-    module, base = cli.model, dict(cli.datamodule.hparams)
+    module = cli.model
+    base = {k: v for k, v in cli.datamodule.hparams.items() if not k.startswith("_")}  # not _class_path
     module.log_dict = lambda *a, **k: None  # no trainer attached: the step's logging is a no-op here
     teacher, _ = module.teacher_generator()
     results = {}
