@@ -31,7 +31,7 @@ LONG_GEN = (
 )
 
 
-def settings(config_data: dict) -> dict[str, dict]:
+def settings() -> dict[str, dict]:
     """Each row's datamodule overrides and whether F comes from the cache."""
     long_prompts = {
         "re_template": LONG_RE,
@@ -77,7 +77,7 @@ def main() -> None:
     module.log_dict = lambda *a, **k: None  # no trainer attached: the step's logging is a no-op here
     teacher, _ = module.teacher_generator()
     results = {}
-    for name, row in settings(base).items():
+    for name, row in settings().items():
         cached = row.pop("cached")
         data = RERAGDataModule(**(base | row))
         rows = batches(data, args.questions)

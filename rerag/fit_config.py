@@ -78,25 +78,20 @@ def check_data_files(data, subcommand: str) -> None:
 PARSER_KWARGS = {"allow_abbrev": False, "exit_on_error": False}
 
 
+def _rerag_cli(args: list[str], **kwargs) -> RERAGCLI:
+    with warnings.catch_warnings():  # args are an argv the caller passes on, which LightningCLI would flag
+        warnings.filterwarnings("ignore", message="LightningCLI's args parameter")
+        return RERAGCLI(
+            RERAGModule, RERAGDataModule, subclass_mode_data=True, args=args, parser_kwargs=PARSER_KWARGS, **kwargs
+        )
+
+
 def build_fit(args: list[str]) -> RERAGCLI:
     """A fit config parsed and its trainer, module and datamodule built (`.trainer`, `.model`,
     `.datamodule`, `.config`), not run."""
-    with warnings.catch_warnings():  # the caller's own argv, which LightningCLI would otherwise flag
-        warnings.filterwarnings("ignore", message="LightningCLI's args parameter")
-        return RERAGCLI(
-            RERAGModule, RERAGDataModule, subclass_mode_data=True, args=args, run=False, parser_kwargs=PARSER_KWARGS
-        )
+    return _rerag_cli(args, run=False)
 
 
 def run_cli(args: list[str]) -> RERAGCLI:
     """`rerag fit | validate | test | predict` with `args` (the subcommand and its arguments)."""
-    with warnings.catch_warnings():  # args are the process's own argv, passed on by `rerag.cli`
-        warnings.filterwarnings("ignore", message="LightningCLI's args parameter")
-        return RERAGCLI(
-            RERAGModule,
-            RERAGDataModule,
-            subclass_mode_data=True,
-            args=args,
-            save_config_kwargs={"overwrite": True},
-            parser_kwargs=PARSER_KWARGS,
-        )
+    return _rerag_cli(args, save_config_kwargs={"overwrite": True})

@@ -66,7 +66,8 @@ def export_checkpoint(
 
     from rerag.infer.model_card import estimator_card, write_card
 
-    saved = torch.load(checkpoint, map_location="cpu", weights_only=True)
+    # the settings only: mmap reads no weights here (load_checkpoint reads them once, below)
+    saved = torch.load(checkpoint, map_location="cpu", weights_only=True, mmap=True)
     hparams, data = dict(saved.get("hyper_parameters", {})), dict(saved.get("datamodule_hyper_parameters", {}))
     estimator, generator = load_checkpoint(checkpoint)
     folders = export(estimator, generator, out_dir, adapters_only)
