@@ -10,11 +10,11 @@ from eor.encoder import Encoder
 from eor.evaluate import EoRConfig, EoRReport, evaluate_eor
 from eor.learning import SearchConfig, learn_weights, voter_accuracy
 from eor.naming import Registry, RetrieverNameError, parse_retriever
-from eor.ops import CP_PROMPT, Compress, Concat, DenseReranker, Rerank, Reranker, Truncate
+from eor.ops import Compress, Concat, DenseReranker, Rerank, Reranker, Truncate
 from eor.plots import plot_boxplot, plot_heatmap
-from eor.reader import RALM_PROMPT, RETRIEVAL_FREE_PROMPT, PoolOutput, Reader, read_pool
+from eor.prompts import CP_PROMPT, PK_PROMPT, RALM_PROMPT, RETRIEVAL_FREE_PROMPT
+from eor.reader import PoolOutput, Reader, read_pool
 from eor.retrievers import (
-    PK_PROMPT,
     BaseRetriever,
     BM25Retriever,
     DenseRetriever,

@@ -15,15 +15,9 @@ import numpy as np
 
 from eor.corpus import Passage
 from eor.encoder import Encoder
+from eor.prompts import CP_PROMPT
 from eor.retrievers.base import Generate, Retriever
 from erag.contracts import Reranker
-
-#: The paper's compression template (appendix C.2).
-CP_PROMPT = (
-    "Please truthfully summarize the document below, the summary should contain the most important "
-    "information relevant to answer the query and be within 200 words:\n\n"
-    "query: {query}\n\ndocument: {document}\n\nsummary:"
-)
 
 # How tightly each op binds (lower binds tighter); a base retriever is 0.
 RERANK, TRUNCATE, CONCAT, COMPRESS = 1, 2, 3, 4

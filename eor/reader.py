@@ -9,14 +9,6 @@ from eor.retrievers.base import Retriever
 from erag.contracts import Reader
 from erag.progress import progress
 
-#: The paper's prompts for Llama2-chat (appendix C.2), in the `{question}` / `{context}` placeholders
-#: of the project's readers: retrieval-augmented generation, and retrieval-free generation.
-RALM_PROMPT = (
-    "Assuming the following paragraphs are true:\n\n{context}\n\n"
-    "Please directly answer the following question with one or few words: {question}"
-)
-RETRIEVAL_FREE_PROMPT = "Please directly answer the following question with one or few words: {question}"
-
 
 @dataclass
 class PoolOutput:

@@ -14,11 +14,7 @@ import re
 from .annotate import per_document_outputs
 from .answers import has_answer
 from .contracts import ExpectedOutputs, Reader, RetrievalResults, validate_inputs
-
-JUDGE_PROMPT = (
-    "Is the document relevant to the question, that is, does it help to answer it? "
-    "Reply with yes or no only.\nQuestion: {question}"
-)
+from .prompts import JUDGE_PROMPT
 
 
 def contains_answer_labels(

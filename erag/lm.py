@@ -25,10 +25,7 @@ import torch
 from torch import nn
 from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer, PreTrainedModel
 
-#: The default prompt of a reader: a short answer from the context.
-READER_TEMPLATE = (
-    "Answer the question with a short phrase from the context.\n\nContext:\n{context}\n\nQuestion: {question}"
-)
+from erag.prompts import LM_READER_PROMPT
 
 
 def resolve(name_or_path: str) -> str:
@@ -326,7 +323,7 @@ class Seq2SeqLM(_HFLM):
         self,
         model: PreTrainedModel,
         tokenizer,
-        template: str = READER_TEMPLATE,
+        template: str = LM_READER_PROMPT,
         max_length: int | None = 512,
         max_new_tokens: int = 16,
         batch_size: int = 32,
@@ -343,7 +340,7 @@ class CausalLM(_HFLM):
         self,
         model: PreTrainedModel,
         tokenizer,
-        template: str = READER_TEMPLATE,
+        template: str = LM_READER_PROMPT,
         max_length: int | None = None,
         max_new_tokens: int = 16,
         batch_size: int = 8,

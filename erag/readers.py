@@ -18,8 +18,7 @@ from transformers import PreTrainedModel
 from transformers.modeling_outputs import BaseModelOutput
 
 from .lm import lm_for, load_lm
-
-DEFAULT_PROMPT = "Answer the question using the context.\nContext: {context}\nQuestion: {question}\nAnswer:"
+from .prompts import HF_READER_PROMPT
 
 
 class HFReader:
@@ -43,7 +42,7 @@ class HFReader:
         model: PreTrainedModel,
         tokenizer,
         *,
-        prompt_template: str = DEFAULT_PROMPT,
+        prompt_template: str = HF_READER_PROMPT,
         max_new_tokens: int = 32,
         max_input_length: int | None = None,
         fusion: Literal["concat", "fid"] = "concat",

@@ -7,8 +7,6 @@ fields a template lacks are ignored. Both the data room and the models room impo
 
 from __future__ import annotations
 
-DEFAULT_TEMPLATE = "question: {question} title: {title} context: {text}"
-
 Context = str | dict
 
 

@@ -15,7 +15,6 @@ from erag.answers import exact_match, token_f1
 from erag.lm import BASE_ADAPTER, load_tokenizer
 from rerag.data.datamodule import first_contexts
 from rerag.decoding import marginalize_answers, top_k_per_question
-from rerag.inputs import DEFAULT_TEMPLATE
 from rerag.losses import marginal_nll, rerag_loss
 from rerag.metrics import first_hit_rank, recall_at_k
 from rerag.models.compilation import CompileSetting, compile_stacks
@@ -23,6 +22,7 @@ from rerag.models.estimator import RelevanceEstimator
 from rerag.models.generator import Generator
 from rerag.models.loading import ModelSpec, build_model
 from rerag.models.lora import LoraSpec, add_adapters, add_lora
+from rerag.prompts import DEFAULT_TEMPLATE
 from rerag.teacher_cache import (
     TRAINING_CONTEXT_SETTINGS,
     TeacherScores,

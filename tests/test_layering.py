@@ -2,7 +2,7 @@
 is defined once.
 
 Packages, bottom to top: `kernels` (a leaf) and `erag`; `eor` on `erag`; `rerag` on all three.
-Rooms inside `rerag`, bottom to top: the vocabulary (`rerag.inputs`); `data` and `models`, which
+Rooms inside `rerag`, bottom to top: the vocabulary (`rerag.inputs`, `rerag.prompts`); `data` and `models`, which
 never import each other; the method (`module`, `losses`, `decoding`, `metrics`, `callbacks`, the fit
 config parser, the teacher cache); `infer`; `demo` and `integrations`; `reproduce`, which drives the
 functions the other subcommands call; the CLI (`cli`), which only parses and which nothing imports
@@ -65,6 +65,8 @@ def unit(module: str) -> str:
         return parts[0]
     if len(parts) == 1 or parts[1] == "__init__":
         return "rerag.package"
+    if parts[1] == "prompts":  # the prompts are vocabulary, as the templates' filling is
+        return "rerag.inputs"
     if parts[1] in ("data", "models", "infer", "demo", "integrations", "inputs", "cli", "reproduce"):
         return f"rerag.{parts[1]}"
     if parts[1] == "__main__":
@@ -176,3 +178,21 @@ def test_each_shared_idea_is_defined_once(name):
             if name in defined:
                 places.append(module)
     assert len(places) == 1, f"{name} is defined in {places}"
+
+
+PLACEHOLDERS = ("{question}", "{query}", "{context}", "{document}")
+
+
+@pytest.mark.parametrize("module, path", list(project_modules()), ids=lambda x: str(x))
+def test_prompts_live_in_their_packages_prompts_module(module, path):
+    """A module-level prompt (a string constant with a placeholder) is defined in `<package>.prompts`."""
+    if module.endswith(".prompts") and module.count(".") == 1:
+        return
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+            strings = [
+                n.value for n in ast.walk(node.value) if isinstance(n, ast.Constant) and isinstance(n.value, str)
+            ]
+            assert not any(p in s for s in strings for p in PLACEHOLDERS), (
+                f"{module}:{node.lineno} defines a prompt: move it to {module.split('.')[0]}.prompts"
+            )

@@ -4,7 +4,7 @@ from eor.retrievers.base import BaseRetriever, Generate, Retriever
 from eor.retrievers.bm25 import BM25Retriever
 from eor.retrievers.dense import DenseRetriever
 from eor.retrievers.none import NoRetriever
-from eor.retrievers.parametric import PK_PROMPT, ParametricRetriever
+from eor.retrievers.parametric import ParametricRetriever
 from eor.retrievers.web import WebSearchRetriever
 
 __all__ = [
@@ -13,7 +13,6 @@ __all__ = [
     "DenseRetriever",
     "Generate",
     "NoRetriever",
-    "PK_PROMPT",
     "ParametricRetriever",
     "Retriever",
     "WebSearchRetriever",

@@ -5,10 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from eor.corpus import Passage
+from eor.prompts import PK_PROMPT
 from eor.retrievers.base import BaseRetriever, Generate
-
-#: The paper's PK template (appendix C.2).
-PK_PROMPT = "Generate a background document to answer the given question. {query}."
 
 
 class ParametricRetriever(BaseRetriever):

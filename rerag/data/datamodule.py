@@ -19,7 +19,8 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 
 from erag.lm import encode_answers, encode_prompts, load_tokenizer
 from rerag.data.dataset import load_fid_dataset
-from rerag.inputs import DEFAULT_TEMPLATE, format_pairs
+from rerag.inputs import format_pairs
+from rerag.prompts import DEFAULT_TEMPLATE
 
 
 def sample_deep_contexts(

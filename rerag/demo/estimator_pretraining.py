@@ -30,9 +30,9 @@ from pathlib import Path
 import torch
 
 from rerag.demo.reader_pretraining import CorpusConfig, ReadingCorpus, vocab_pieces
-from rerag.inputs import DEFAULT_TEMPLATE
 from rerag.losses import rerag_loss
 from rerag.metrics import auroc
+from rerag.prompts import DEFAULT_TEMPLATE
 
 MISS = -30.0  # the teacher's F on a passage without the answer: Q_G is one-hot on the answer's passage
 

@@ -29,7 +29,8 @@ import torch
 
 from erag.answers import exact_match
 from rerag.demo.world import UniqueNames
-from rerag.inputs import DEFAULT_TEMPLATE, format_pairs
+from rerag.inputs import format_pairs
+from rerag.prompts import DEFAULT_TEMPLATE
 
 # Name syllables: disjoint from the demo world's.
 SYLLABLES = (

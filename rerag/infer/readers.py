@@ -29,8 +29,7 @@ from erag.contracts import Reranker
 from erag.lm import LM
 from rerag.decoding import marginalize_answers, thorough_marginalize, unique_answers
 from rerag.inputs import Context, fill, passage_text
-
-CLOSED_BOOK_TEMPLATE = "Answer the question with a short phrase.\n\nQuestion: {question}"
+from rerag.prompts import CLOSED_BOOK_TEMPLATE
 
 
 def check_inputs(questions: list[str], contexts: list[list[Context]] | None, need_contexts: bool) -> None:

@@ -21,9 +21,10 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 import kernels
 from erag.lm import adapter_scope, chat_affixes, encode_prompts, resolve
-from rerag.inputs import DEFAULT_TEMPLATE, format_pairs
+from rerag.inputs import format_pairs
 from rerag.models.calibration import CALIBRATION_FILE, Calibration
 from rerag.models.folder import load_folder, save_folder
+from rerag.prompts import DEFAULT_TEMPLATE
 
 CONFIG_FILE = "rerag_estimator.json"
 

@@ -15,8 +15,8 @@ from torch import nn
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from erag.lm import CausalLM, Seq2SeqLM, adapter_scope, answer_loglik, encode_answers, generate_answers, lm_for
-from rerag.inputs import DEFAULT_TEMPLATE
 from rerag.models.folder import load_folder, save_folder
+from rerag.prompts import DEFAULT_TEMPLATE
 
 CONFIG_FILE = "rerag_generator.json"
 

@@ -5,7 +5,7 @@ import torch
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast, T5Config, T5ForConditionalGeneration
 
-from erag.readers import DEFAULT_PROMPT
+from erag.prompts import HF_READER_PROMPT
 
 WORDS = "what is the capital of france paris berlin germany city river seine answer question context using"
 QUESTIONS = ["what is the capital of france", "what river is in paris"]
@@ -20,7 +20,7 @@ def make_tokenizer():
     backend = Tokenizer(models.WordLevel(unk_token="<unk>"))
     backend.normalizer = normalizers.Lowercase()
     backend.pre_tokenizer = pre_tokenizers.Whitespace()
-    corpus = [WORDS, DEFAULT_PROMPT, CHAT_TEMPLATE, "yes no . , ? : user assistant"]
+    corpus = [WORDS, HF_READER_PROMPT, CHAT_TEMPLATE, "yes no . , ? : user assistant"]
     backend.train_from_iterator(corpus, trainers.WordLevelTrainer(special_tokens=["<pad>", "</s>", "<unk>", "<s>"]))
     return PreTrainedTokenizerFast(
         tokenizer_object=backend, pad_token="<pad>", eos_token="</s>", unk_token="<unk>", bos_token="<s>"
