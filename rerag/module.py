@@ -15,6 +15,7 @@ from erag.answers import exact_match, token_f1
 from erag.lm import BASE_ADAPTER, load_tokenizer
 from rerag.data.datamodule import first_contexts
 from rerag.decoding import marginalize_answers, top_k_per_question
+from rerag.defaults import TEST_TOP_K, VAL_TOP_K
 from rerag.losses import marginal_nll, rerag_loss
 from rerag.metrics import first_hit_rank, recall_at_k
 from rerag.models.compilation import CompileSetting, compile_stacks
@@ -105,8 +106,8 @@ class RERAGModule(L.LightningModule):
         lr: float = 1e-4,
         estimator_lr: float | None = None,
         weight_decay: float = 1e-3,
-        val_top_k: int = 10,
-        test_top_k: int = 25,
+        val_top_k: int = VAL_TOP_K,
+        test_top_k: int = TEST_TOP_K,
         num_beams: int = 1,
         score_batch_size: int = 128,
         recall_ks: list[int] = [1, 5, 10, 20],

@@ -2,7 +2,7 @@
 is defined once.
 
 Packages, bottom to top: `kernels` (a leaf) and `erag`; `eor` on `erag`; `rerag` on all three.
-Rooms inside `rerag`, bottom to top: the vocabulary (`rerag.inputs`, `rerag.prompts`); `data` and `models`, which
+Rooms inside `rerag`, bottom to top: the vocabulary (`rerag.inputs`, `rerag.prompts`, `rerag.defaults`); `data` and `models`, which
 never import each other; the method (`module`, `losses`, `decoding`, `metrics`, `callbacks`, the fit
 config parser, the teacher cache); `infer`; `demo` and `integrations`; `reproduce`, which drives the
 functions the other subcommands call; the CLI (`cli`), which only parses and which nothing imports
@@ -43,6 +43,7 @@ ALLOWED = {
     },
     "rerag.cli": {
         "erag",
+        "rerag.inputs",
         "eor",
         "rerag.data",
         "rerag.models",
@@ -65,7 +66,7 @@ def unit(module: str) -> str:
         return parts[0]
     if len(parts) == 1 or parts[1] == "__init__":
         return "rerag.package"
-    if parts[1] == "prompts":  # the prompts are vocabulary, as the templates' filling is
+    if parts[1] in ("prompts", "defaults"):  # the prompts and the stages' defaults are vocabulary
         return "rerag.inputs"
     if parts[1] in ("data", "models", "infer", "demo", "integrations", "inputs", "cli", "reproduce"):
         return f"rerag.{parts[1]}"
@@ -196,3 +197,25 @@ def test_prompts_live_in_their_packages_prompts_module(module, path):
             assert not any(p in s for s in strings for p in PLACEHOLDERS), (
                 f"{module}:{node.lineno} defines a prompt: move it to {module.split('.')[0]}.prompts"
             )
+
+
+CONTEXT_COUNTS = {"top_k", "val_top_k", "test_top_k", "train_k", "eval_k", "n_train_contexts", "n_eval_contexts"}
+
+
+@pytest.mark.parametrize("module, path", [m for m in project_modules() if m[0].startswith("rerag")], ids=str)
+def test_context_counts_default_to_rerag_defaults(module, path):
+    """A stage's context count defaults to its constant in `rerag.defaults`, never to a number of its own."""
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            args = node.args.args + node.args.kwonlyargs
+            defaults = [None] * (len(node.args.args) - len(node.args.defaults)) + node.args.defaults
+            defaults += node.args.kw_defaults
+        elif isinstance(node, ast.ClassDef):  # dataclass fields
+            fields = [n for n in node.body if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)]
+            args, defaults = [f.target for f in fields], [f.value for f in fields]
+        else:
+            continue
+        for arg, default in zip(args, defaults):
+            name = arg.arg if isinstance(arg, ast.arg) else arg.id
+            if name in CONTEXT_COUNTS and isinstance(default, ast.Constant) and isinstance(default.value, int):
+                pytest.fail(f"{module}:{default.lineno} {name}={default.value}: use rerag.defaults")

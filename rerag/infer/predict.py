@@ -30,6 +30,7 @@ from scipy.special import expit
 
 from erag.contracts import Reader
 from rerag.data.fid_format import read_fid
+from rerag.defaults import INFER_TOP_K
 from rerag.infer.readers import RAGReader
 from rerag.infer.rerank import rerank, write_records
 from rerag.infer.unanswerable import UNANSWERABLE
@@ -40,7 +41,7 @@ def predict(
     records: Iterable[dict],
     estimator: RelevanceEstimator,
     reader: RAGReader,
-    top_k: int = 25,
+    top_k: int = INFER_TOP_K,
     threshold: float | None = None,
     fallback: Reader | str = UNANSWERABLE,
     batch_size: int = 8,
@@ -114,7 +115,7 @@ def predict_saved(
     output: str,
     checkpoint: str | None = None,
     export_dir: str | None = None,
-    top_k: int = 25,
+    top_k: int = INFER_TOP_K,
     mode: str = "rag",
     marginalization: str = "fast",
     num_beams: int = 1,

@@ -12,6 +12,7 @@ import torch
 import erag
 from erag.lm import load_lm
 from rerag.data.fid_format import read_fid
+from rerag.defaults import ERAG_TOP_K
 from rerag.infer.loading import models_for_evaluation
 from rerag.infer.readers import RAGReader
 from rerag.inputs import passage_text
@@ -38,7 +39,7 @@ def generator_reader(pl_module: L.LightningModule) -> RAGReader:
 
 
 def validation_rankings(
-    trainer: L.Trainer, pl_module: L.LightningModule, top_k: int = 10, max_questions: int = 64
+    trainer: L.Trainer, pl_module: L.LightningModule, top_k: int = ERAG_TOP_K, max_questions: int = 64
 ) -> tuple[dict, dict]:
     """The RE's top-k for the first validation questions: `ERAGCallback(ranking=...)`."""
     val = trainer.datamodule.records("val")
@@ -51,7 +52,7 @@ def run_erag(
     *,
     data_file: str,
     ranking: Literal["re", "retriever"] = "re",
-    top_k: int = 10,
+    top_k: int = ERAG_TOP_K,
     metrics: list[str] = ["P@5", "R@5", "MAP", "MRR", "NDCG@10", "Hit@5"],
     downstream_metric: str = "em",
     max_questions: int | None = None,

@@ -6,15 +6,20 @@ from __future__ import annotations
 from pathlib import Path
 
 from erag.cost import cost_table
+from rerag.defaults import ERAG_TOP_K
 from rerag.reproduce.result import Result, markdown_table, plot_lines
 from rerag.reproduce.workspace import Workspace
 
 METRICS = ["MAP", "MRR", "NDCG@{k}", "P@{k}", "R@{k}", "Hit@{k}"]
-TOP_K = 10
 
 
 def _erag(
-    ws: Workspace, ranking: str, top_k: int = TOP_K, reader: str = "rag", llm: str | None = None, downstream: str = "em"
+    ws: Workspace,
+    ranking: str,
+    top_k: int = ERAG_TOP_K,
+    reader: str = "rag",
+    llm: str | None = None,
+    downstream: str = "em",
 ) -> dict:
     """`rerag erag` on the main model's test split; `llm` reads instead of its generator."""
     from rerag.integrations.erag_evaluation import run_erag
@@ -65,7 +70,7 @@ def table1(ws: Workspace) -> Result:
     text = markdown_table(["labeling", "metric", "BM25 lists", "RE lists"], rows)
     e2e = ", ".join(f"{r}: {100 * results[r]['end_to_end']:.1f}" for r in results)
     return Result(
-        f"End-to-end EM ({TOP_K} documents): {e2e}.\n\n{text}",
+        f"End-to-end EM ({ERAG_TOP_K} documents): {e2e}.\n\n{text}",
         results,
         differs="the reader is the RE-RAG generator (FiD-style marginalization), on the synthetic world; "
         "no KILT provenance or LLM judge there",
@@ -100,7 +105,7 @@ def figure3(ws: Workspace) -> Result:
     """Kendall's tau against end-to-end EM when the reader fuses per-document answers (FiD-like, eq. 6
     marginalization) and when it reads the documents in one prompt (in-prompt augmentation), BM25 lists."""
     readers = {"per-document fusion (rag)": "rag", "in-prompt (ralm)": "ralm"}
-    results = {name: _erag(ws, "retriever", TOP_K, mode) for name, mode in readers.items()}
+    results = {name: _erag(ws, "retriever", ERAG_TOP_K, mode) for name, mode in readers.items()}
     metrics = list(results["per-document fusion (rag)"]["correlation"]["erag"])
     rows = [
         [labeling, metric, *(_tau(r["correlation"][labeling][metric]) for r in results.values())]
@@ -118,7 +123,7 @@ def figure3(ws: Workspace) -> Result:
         "Kendall's tau with end-to-end EM",
     )
     return Result(
-        f"End-to-end EM ({TOP_K} documents): {e2e}.\n\n" + markdown_table(["labeling", "metric", *results], rows),
+        f"End-to-end EM ({ERAG_TOP_K} documents): {e2e}.\n\n" + markdown_table(["labeling", "metric", *results], rows),
         results,
         [path],
         differs="the paper compares a FiD T5 with in-prompt LLMs; here one generator reads both ways",
