@@ -1,5 +1,6 @@
 """The three RE-RAG training losses (section 2.3), each a plain function on [B, K] tensors, and
-an optional fourth that is not the paper's (`has_answer_anchor`).
+an optional fourth that is not the paper's (`has_answer_anchor`), and the pointwise baseline's
+(`pointwise_relevance`).
 
 Inputs per question i and context j:
   s[i, j]   = log p_true - log p_false, the RE's log-odds (eq. 4); P_RE = softmax_j(s) (eq. 5)
@@ -80,6 +81,15 @@ def has_answer_anchor(s: torch.Tensor, has_answer: torch.Tensor) -> torch.Tensor
     a shift of a question's scores, and through p_true + p_false (L_tok), which is blind to their
     ratio. Off unless weighted (`alpha_anchor`)."""
     return F.binary_cross_entropy_with_logits(s.float(), has_answer.float())
+
+
+def pointwise_relevance(log_p_true: torch.Tensor, log_p_false: torch.Tensor, has_answer: torch.Tensor) -> torch.Tensor:
+    """L_point = -mean_ij [y_ij log p_true + (1 - y_ij) log p_false], y the has-answer label: MonoT5's
+    objective (Nogueira et al., 2020), cross-entropy of the target token "true" or "false" under
+    the full-vocabulary softmax, per (question, context) and with no generator. Not eq. 12: the
+    pointwise baseline that RE-RAG's Tables 2 and 3 compare with."""
+    y = has_answer.float()
+    return -(y * log_p_true.float() + (1 - y) * log_p_false.float()).mean()
 
 
 def rerag_loss(

@@ -16,7 +16,7 @@ from erag.lm import BASE_ADAPTER, load_tokenizer
 from rerag.data.datamodule import first_contexts
 from rerag.decoding import marginalize_answers, top_k_per_question
 from rerag.defaults import TEST_TOP_K, VAL_TOP_K
-from rerag.losses import marginal_nll, rerag_loss
+from rerag.losses import marginal_nll, pointwise_relevance, rerag_loss
 from rerag.metrics import first_hit_rank, recall_at_k
 from rerag.models.compilation import CompileSetting, compile_stacks
 from rerag.models.estimator import RelevanceEstimator
@@ -74,7 +74,9 @@ class RERAGModule(L.LightningModule):
 
     Ablations of the paper: `marginalize_with="retriever"` trains the generator alone, marginalizing
     with softmax_j of the retriever's scores (Table 6's baseline, RAG without the RE; the RE is not
-    trained); `normalize_re=False` trains with s = log p_true instead of eq. 3's log-odds (Table 7).
+    trained); `normalize_re=False` trains with s = log p_true instead of eq. 3's log-odds (Table 7);
+    `objective="pointwise"` trains the RE alone as MonoT5 is trained, per context on has_answer
+    (the pointwise baseline of Tables 2 and 3; the generator never runs).
     The released code's two details: `gen_reduction="sum"` sums L_gen over the batch's questions
     (L_re and L_tok stay means), `re_clamp=1e-5` bounds RE_ij to [1e-5, 1 - 1e-5] before the log-odds.
     `gradient_clip_per_model` clips the RE's and the generator's gradient norms each on its own.
@@ -120,6 +122,7 @@ class RERAGModule(L.LightningModule):
         gradient_checkpointing: bool = False,
         compile: CompileSetting = False,
         marginalize_with: Literal["re", "retriever"] = "re",
+        objective: Literal["rerag", "pointwise"] = "rerag",
         normalize_re: bool = True,
         gen_reduction: Literal["mean", "sum"] = "mean",
         re_clamp: float | None = None,
@@ -164,6 +167,7 @@ class RERAGModule(L.LightningModule):
             gradient_checkpointing: recompute activations in the backward pass (memory for time).
             compile: torch.compile the models' stacks (true, or a dict of torch.compile arguments).
             marginalize_with: re (the paper) or retriever (Table 6's baseline: the generator alone, weighted by the retriever's scores).
+            objective: rerag (eq. 12) or pointwise (the MonoT5-style baseline of Tables 2 and 3: the RE alone, cross-entropy of its "true"/"false" token against each context's has_answer label; the generator is never run).
             normalize_re: eq. 3's log-odds (true) or s = log p_true (Table 7's ablation).
             gen_reduction: L_gen's reduction over a batch's questions: mean, or sum as the released code does.
             re_clamp: clamp RE_ij to [eps, 1 - eps] before the log-odds, as the released code does with 1e-5 (None: off).
@@ -191,6 +195,10 @@ class RERAGModule(L.LightningModule):
                 raise ValueError(f"model.{field}: must be at least {minimum}, got {self.hparams[field]}")
         if marginalize_with not in ("re", "retriever"):
             raise ValueError(f"marginalize_with must be 're' or 'retriever', got {marginalize_with!r}")
+        if objective not in ("rerag", "pointwise"):
+            raise ValueError(f"model.objective must be 'rerag' or 'pointwise', got {objective!r}")
+        if objective == "pointwise" and (marginalize_with == "retriever" or teacher_cache_dir is not None):
+            raise ValueError("model.objective: pointwise trains the RE on labels alone: no generator, no teacher")
         if marginalize_with == "retriever" and freeze_generator:
             raise ValueError(
                 "marginalize_with: retriever trains the generator alone; freeze_generator would train nothing"
@@ -303,6 +311,13 @@ class RERAGModule(L.LightningModule):
     # ---- training -------------------------------------------------------------------------
     def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
         b, k = len(batch["questions"]), int(batch["n_contexts"][0])
+        if self.hparams.objective == "pointwise":  # MonoT5: per context, on the label; the generator never runs
+            log_p_true, log_p_false = self.estimator.true_false_logprobs(
+                batch["re"]["input_ids"], batch["re"]["attention_mask"], backend=self.hparams.kernel_backend
+            )
+            losses = {"loss": pointwise_relevance(log_p_true, log_p_false, batch["has_answer"])}
+            self.log_dict({f"train/{n}": v for n, v in losses.items()}, prog_bar=True, batch_size=b)
+            return losses["loss"]
         labels = batch["labels"].repeat_interleave(k, dim=0)
         if self.teacher_scores is not None:  # the frozen teacher's F, computed once at fit start
             answer_loglik = self.teacher_scores.lookup(batch["questions"], batch["targets"], batch["contexts"])

@@ -8,6 +8,7 @@ from rerag.losses import (
     kl_to_generator,
     marginal_nll,
     off_label_mass,
+    pointwise_relevance,
     relevance_log_odds,
     rerag_loss,
 )
@@ -156,3 +157,10 @@ def test_the_released_codes_clamp_bounds_the_log_odds_with_no_gradient_beyond():
     assert free[0] > 29 and free[1] < -19  # unclamped, s is unbounded
     unnormalized = relevance_log_odds(torch.tensor([-30.0, -1e-9]), log_p_false[:2], normalized=False, clamp=1e-5)
     assert unnormalized.tolist() == pytest.approx([math.log(1e-5), math.log1p(-1e-5)])
+
+
+def test_pointwise_relevance_is_the_label_tokens_cross_entropy():
+    log_p_true = torch.log(torch.tensor([[0.7, 0.2]]))
+    log_p_false = torch.log(torch.tensor([[0.1, 0.6]]))
+    loss = pointwise_relevance(log_p_true, log_p_false, torch.tensor([[True, False]]))
+    assert loss.item() == pytest.approx(-(math.log(0.7) + math.log(0.6)) / 2, rel=1e-6)

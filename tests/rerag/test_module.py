@@ -289,3 +289,26 @@ def test_gradients_are_clipped_per_model_when_asked(module_kwargs, per_model):
     else:
         assert sum(n**2 for n in norms) ** 0.5 == pytest.approx(1.0, rel=1e-4)  # one global norm
         assert norms[0] < 0.2  # the generator's large gradient shrank the RE's far below the clip
+
+
+def test_the_pointwise_objective_trains_the_re_on_labels_and_never_reads_the_generator(module_kwargs, data_kwargs):
+    """The MonoT5-style baseline: cross-entropy of "true"/"false" against has_answer, per context."""
+    module, data = make({**module_kwargs, "objective": "pointwise"}, data_kwargs)
+    data.setup("fit")
+    batch = next(iter(data.train_dataloader()))
+
+    def no_generator(*args, **kwargs):
+        raise AssertionError("the pointwise objective read the generator")
+
+    module.generator.answer_loglik = no_generator
+    module.generator.model.forward = no_generator
+    loss = module.training_step(batch, 0)
+    with torch.no_grad():
+        t, f = module.estimator.true_false_logprobs(batch["re"]["input_ids"], batch["re"]["attention_mask"])
+    y = batch["has_answer"].float()
+    assert 0 < y.sum() < len(y)  # both labels present, so both terms are checked
+    assert torch.allclose(loss, -(y * t + (1 - y) * f).mean(), atol=1e-5)
+    loss.backward()
+    assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in module.estimator.model.parameters())
+    with pytest.raises(ValueError, match="pointwise"):
+        RERAGModule(**module_kwargs, objective="pointwise", marginalize_with="retriever")
