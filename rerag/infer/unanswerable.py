@@ -16,8 +16,8 @@ answered as the threshold moves. The mixed strategy (section 5.1, Table 5) sends
 below the threshold to an LLM's parametric knowledge instead.
 
 Everything here reads prediction records as `rerag predict-file` writes them: `confidence`
-(calibrated when the RE carries a calibration), `reader_answer` (before thresholding), `answers`
-(gold) and `answerable`.
+(calibrated when the RE carries a calibration; `confidence_raw` is always max_j sigmoid(s_j), the
+paper's), `reader_answer` (before thresholding), `answers` (gold) and `answerable`.
 """
 
 from __future__ import annotations
@@ -37,6 +37,22 @@ class Classification:
     precision: float
     recall: float
     f1: float
+
+
+def dense_cosine_confidence(encoder, questions: Sequence[str], contexts: Sequence[Sequence[str]]) -> list[float]:
+    """A retriever's set confidence as the paper takes FiD-KD's (Tables 3, 11, 12): max_j of the
+    cosine similarity between the question's and context j's embeddings, clipped to [0, 1] so that
+    the probability thresholds apply. `encoder.encode(texts)` returns L2-normalized rows (e.g.
+    `eor.encoder.Encoder`, all-MiniLM-L6-v2)."""
+    q = encoder.encode(list(questions))
+    flat = [c for cs in contexts for c in cs]
+    c = encoder.encode(flat) if flat else q[:0]
+    out, start = [], 0
+    for i, cs in enumerate(contexts):
+        cosines = c[start : start + len(cs)] @ q[i]
+        out.append(float(min(max(cosines.max(), 0.0), 1.0)) if len(cs) else 0.0)
+        start += len(cs)
+    return out
 
 
 def classify(confidence: Sequence[float], unanswerable: Sequence[bool], threshold: float) -> Classification:

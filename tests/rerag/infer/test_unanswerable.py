@@ -1,9 +1,11 @@
+import numpy as np
 import pytest
 
 from rerag.infer.unanswerable import (
     THRESHOLDS,
     accuracy_by_set,
     classify,
+    dense_cosine_confidence,
     markdown,
     mixed_strategy,
     report,
@@ -110,3 +112,15 @@ def test_the_mixed_strategy_takes_the_llm_answer_below_the_threshold():
     assert table["mixed"]["em"] == 1.0  # reader on the first, the LLM on the two below 0.8
     with pytest.raises(ValueError, match="2 parametric answers for 3"):
         mixed_strategy(rows, ["a", "b"], 0.5)
+
+
+def test_the_retrievers_set_confidence_is_the_best_cosine_clipped_to_0_1():
+    vectors = {"q1": [1.0, 0.0], "q2": [0.0, 1.0], "a": [0.6, 0.8], "b": [1.0, 0.0], "c": [0.0, -1.0]}
+
+    class Encoder:
+        def encode(self, texts):
+            return np.array([vectors[t] for t in texts], dtype=np.float32)
+
+    confidence = dense_cosine_confidence(Encoder(), ["q1", "q2"], [["a", "b"], ["c"]])
+    assert confidence == pytest.approx([1.0, 0.0])  # q1: max(0.6, 1.0); q2: cosine -1 clipped to 0
+    assert dense_cosine_confidence(Encoder(), ["q2"], [["a", "b"]]) == pytest.approx([0.8])
