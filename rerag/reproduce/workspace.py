@@ -138,9 +138,17 @@ class Workspace:
 
     # -- training ---------------------------------------------------------------------------------
 
-    def fit(self, name: str, steps: int | None = None, validate: bool = True, test: bool = False, **model: Any) -> dict:
-        """Train RE-RAG on the config with `model.*` overrides for `steps` (default: the scale's main
-        run). Returns its checkpoint (best by dev EM, or the last without validation), the last
+    def fit(
+        self,
+        name: str,
+        steps: int | None = None,
+        validate: bool = True,
+        test: bool = False,
+        overlay: str | None = None,
+        **model: Any,
+    ) -> dict:
+        """Train RE-RAG on the config (and on top of it the config file `overlay`, e.g. the paper
+        reference) with `model.*` overrides for `steps` (default: the scale's main run). Returns its checkpoint (best by dev EM, or the last without validation), the last
         validation's val/* and, with `test`, the test/* of the checkpoint (and `rerag test`'s
         per-question results in its folder)."""
         steps = steps if steps is not None else self.scale.fit_steps
@@ -154,8 +162,11 @@ class Workspace:
             overrides["trainer.val_check_interval"] = min(overrides.get("trainer.val_check_interval", steps), steps)
         if not validate:
             overrides["trainer.limit_val_batches"] = 0
-        key = {"config": yaml.safe_load(self.config.read_text()), "overrides": overrides, "test": test}
-        return self.step(name, key, lambda folder: _fit(self.config, overrides, folder, test))
+        configs = [self.config] + ([Path(resolve(overlay))] if overlay else [])
+        key = {"config": [yaml.safe_load(c.read_text()) for c in configs], "overrides": overrides, "test": test}
+        if not overlay:  # the key a run had before overlays existed, so that its cached steps stay valid
+            key["config"] = key["config"][0]
+        return self.step(name, key, lambda folder: _fit(configs, overrides, folder, test))
 
     # -- the `rerag` subcommands on a trained model -------------------------------------------------
 
@@ -233,7 +244,7 @@ def _link(source: Path, target: Path) -> None:
         target.symlink_to(source.resolve(), target_is_directory=True)
 
 
-def _fit(config: Path, overrides: dict[str, Any], folder: Path, test: bool) -> dict:
+def _fit(configs: list[Path], overrides: dict[str, Any], folder: Path, test: bool) -> dict:
     """`rerag fit` with its outputs in `folder` (and, with `test`, `rerag test` of its checkpoint)."""
     from lightning.pytorch.callbacks import ModelCheckpoint
 
@@ -241,8 +252,7 @@ def _fit(config: Path, overrides: dict[str, Any], folder: Path, test: bool) -> d
     from rerag.fit_config import build_fit
 
     args = [
-        "--config",
-        str(config),
+        *(arg for config in configs for arg in ("--config", str(config))),
         "--trainer.default_root_dir",
         str(folder),
         "--trainer.logger.init_args.save_dir",

@@ -48,6 +48,26 @@ def test_the_tqa_overlay_changes_only_model_data_and_outputs(capsys):
     assert tqa["trainer"]["accumulate_grad_batches"] == nq["trainer"]["accumulate_grad_batches"] == 8
 
 
+def test_the_paper_reference_is_the_demo_with_the_released_codes_losses(capsys):
+    """configs/paper_reference.yaml over the demo: no anchor, eq. 12's weights, the released code's two
+    details, the paper's training contexts, an RE that was not relevance-pretrained; the rest the demo's."""
+    printed = {}
+    for configs in (["demo.yaml"], ["demo.yaml", "paper_reference.yaml"]):
+        with pytest.raises(SystemExit):
+            main(["fit", *(a for c in configs for a in ("--config", str(ROOT / "configs" / c))), "--print_config"])
+        printed[len(configs)] = yaml.safe_load(capsys.readouterr().out)
+    demo, ref = printed[1], printed[2]
+    m, d = ref["model"], ref["data"]["init_args"]
+    assert (m["alpha_anchor"], m["alpha_re"], m["alpha_tok"]) == (0.0, 1.0, 1.0)
+    assert (m["gen_reduction"], m["re_clamp"]) == ("sum", 1e-5)
+    assert (d["n_train_contexts"], d["n_deep_contexts"]) == (20, 0)
+    assert m["estimator"]["name_or_path"] == "rerag:assets/reader" != demo["model"]["estimator"]["name_or_path"]
+    changed = {"estimator", "alpha_anchor", "gen_reduction", "re_clamp"}
+    assert {k: v for k, v in m.items() if k not in changed} == {
+        k: v for k, v in demo["model"].items() if k not in changed
+    }
+
+
 def test_paper_config_is_the_papers_setup():
     cfg = yaml.safe_load((ROOT / "configs" / "nq_t5_base.yaml").read_text())
     t, m, d = cfg["trainer"], cfg["model"], cfg["data"]["init_args"]
