@@ -34,6 +34,19 @@ def hits_at_k(ranks, k: int) -> np.ndarray:
     return np.array([rank is not None and rank <= k for rank in ranks], dtype=np.float64)
 
 
+def teacher_margin(answer_loglik: torch.Tensor, gold: torch.Tensor) -> torch.Tensor | None:
+    """How sharp the generator is as a teacher: F(gold) - max F(other context), F_ij = log P_G(a_i | q_i,
+    c_ij) (eq. 8), averaged over the questions of a [b, k] batch with one gold context and at least
+    one other (None when there is none). Positive: Q_G puts the gold passage first. Logged, never a
+    loss: the gold label does not reach training."""
+    usable = (gold.sum(-1) == 1) & (gold.shape[-1] > 1)
+    if not usable.any():
+        return None
+    f, g = answer_loglik[usable].detach().float(), gold[usable]
+    best_other = f.masked_fill(g, float("-inf")).max(-1).values
+    return (f[g] - best_other).mean()
+
+
 def auroc(confidence, labels) -> float:
     """Area under the ROC curve of `confidence` for label 1 (NaN when only one class is present)."""
     from torchmetrics.functional.classification import binary_auroc

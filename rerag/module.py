@@ -17,7 +17,7 @@ from rerag.data.datamodule import first_contexts
 from rerag.decoding import marginalize_answers, top_k_per_question
 from rerag.defaults import TEST_TOP_K, VAL_TOP_K
 from rerag.losses import marginal_nll, pointwise_relevance, rerag_loss
-from rerag.metrics import first_hit_rank, recall_at_k
+from rerag.metrics import first_hit_rank, recall_at_k, teacher_margin
 from rerag.models.compilation import CompileSetting, compile_stacks
 from rerag.models.estimator import RelevanceEstimator
 from rerag.models.generator import Generator
@@ -83,6 +83,10 @@ class RERAGModule(L.LightningModule):
     `teacher_cache_dir` (with `freeze_generator`): the frozen teacher's F_ij of every training pair are
     computed once at fit start and read from disk (`rerag.teacher_cache`); `teacher` names another
     Hugging Face LM as the teacher, read with `teacher_template` (default: the generator's).
+    `teacher_steps` makes that a first stage of a joint run: for its first optimizer steps the
+    generator, as it starts (a fresh LoRA adapter is the base itself), teaches the RE alone, from
+    the cache when `teacher_cache_dir` is set; then both train (eq. 12). `train/teacher_margin`
+    logs F(gold) - max F(other) by step (when the data has `gold`), to show whether the teacher stays sharp.
 
     Evaluation reranks each question's whole list (the datamodule's `n_eval_contexts`) and, for
     every d in `eval_depths`, also only the retriever's first d (metrics `<stage>/top<d>/...`), so
@@ -119,6 +123,7 @@ class RERAGModule(L.LightningModule):
         generator_lora: LoraSpec | None = None,
         shared_base: bool = False,
         freeze_generator: bool = False,
+        teacher_steps: int = 0,
         gradient_checkpointing: bool = False,
         compile: CompileSetting = False,
         marginalize_with: Literal["re", "retriever"] = "re",
@@ -164,6 +169,7 @@ class RERAGModule(L.LightningModule):
             generator_lora: LoRA adapters for the generator (None: full fine-tuning, or none when frozen).
             shared_base: RE and generator as two adapters ("re", "generator") of one frozen base.
             freeze_generator: train the RE alone against the fixed generator's likelihoods.
+            teacher_steps: a first stage: for this many optimizer steps the generator stays as it starts and teaches the RE alone (from the teacher cache with teacher_cache_dir), then both train jointly (eq. 12). 0: joint from the start.
             gradient_checkpointing: recompute activations in the backward pass (memory for time).
             compile: torch.compile the models' stacks (true, or a dict of torch.compile arguments).
             marginalize_with: re (the paper) or retriever (Table 6's baseline: the generator alone, weighted by the retriever's scores).
@@ -188,6 +194,7 @@ class RERAGModule(L.LightningModule):
             ("alpha_re", 0),
             ("alpha_tok", 0),
             ("alpha_anchor", 0),
+            ("teacher_steps", 0),
             ("lr", 0),
             ("weight_decay", 0),
         ):  # checked before any model loads
@@ -205,8 +212,14 @@ class RERAGModule(L.LightningModule):
             )
         if teacher_cache_dir is None and teacher is not None:
             raise ValueError("model.teacher needs model.teacher_cache_dir: a teacher is only read through its cache")
-        if teacher_cache_dir is not None and not freeze_generator:
-            raise ValueError("model.teacher_cache_dir needs freeze_generator: true (a trained generator's F changes)")
+        if teacher_steps and (freeze_generator or marginalize_with == "retriever" or objective == "pointwise"):
+            raise ValueError(
+                "model.teacher_steps is a first stage before joint training: it needs a generator that trains"
+            )
+        if teacher_cache_dir is not None and not (freeze_generator or teacher_steps):
+            raise ValueError(
+                "model.teacher_cache_dir needs freeze_generator: true or teacher_steps > 0 (a trained generator's F changes)"
+            )
         re_tok = load_tokenizer(re_tokenizer, estimator.trust_remote_code)
         gen_spec = estimator if shared_base else generator
         if gen_spec is None:
@@ -319,11 +332,12 @@ class RERAGModule(L.LightningModule):
             self.log_dict({f"train/{n}": v for n, v in losses.items()}, prog_bar=True, batch_size=b)
             return losses["loss"]
         labels = batch["labels"].repeat_interleave(k, dim=0)
-        if self.teacher_scores is not None:  # the frozen teacher's F, computed once at fit start
+        frozen = self.hparams.freeze_generator or self.global_step < self.hparams.teacher_steps
+        if self.teacher_scores is not None and frozen:  # the frozen teacher's F, computed once at fit start
             answer_loglik = self.teacher_scores.lookup(batch["questions"], batch["targets"], batch["contexts"])
             answer_loglik = answer_loglik.to(self.device)
         else:
-            with torch.set_grad_enabled(not self.hparams.freeze_generator):
+            with torch.set_grad_enabled(not frozen):
                 answer_loglik = self.generator.answer_loglik(
                     batch["gen"]["input_ids"], batch["gen"]["attention_mask"], labels
                 ).view(b, k)
@@ -334,6 +348,10 @@ class RERAGModule(L.LightningModule):
         else:
             losses = self.relevance_losses(batch, answer_loglik)
         self.log_dict({f"train/{n}": v for n, v in losses.items()}, prog_bar=True, batch_size=b)
+        if self.hparams.teacher_steps:
+            self.log("train/teacher_stage", float(frozen), batch_size=b)
+        if "gold" in batch and (margin := teacher_margin(answer_loglik, batch["gold"].view(b, k))) is not None:
+            self.log("train/teacher_margin", margin, batch_size=b)
         return losses["loss"]
 
     def relevance_losses(self, batch: dict, answer_loglik: torch.Tensor) -> dict[str, torch.Tensor]:

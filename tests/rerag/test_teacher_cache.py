@@ -127,3 +127,41 @@ def test_build_sorts_nothing_away(causal_module_kwargs):
     scores = build_teacher_scores(module.generator, triples, batch_size=1)
     assert len(scores) == 2 and all(v < 0 for v in scores.scores.values())
     json.dumps(scores.scores)
+
+
+def test_a_first_teacher_stage_switches_to_joint_training_at_its_step(
+    causal_module_kwargs, causal_data_kwargs, tmp_path
+):
+    """teacher_steps: 2: the generator stays as it starts (F from the cache) for two optimizer steps,
+    then trains jointly; the stage and the teacher's margin are logged by step."""
+
+    class Record(L.Callback):
+        def __init__(self):
+            self.rows = []
+
+        def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx):
+            weights = torch.cat([p.detach().flatten() for p in module.generator.model.parameters()])
+            stage = float(trainer.callback_metrics["train/teacher_stage"])
+            self.rows.append((trainer.global_step, stage, weights.clone()))
+
+    L.seed_everything(0)
+    kwargs = {**causal_module_kwargs, "teacher_steps": 2, "teacher_cache_dir": str(tmp_path / "cache")}
+    module, record = RERAGModule(**kwargs), Record()
+    start = torch.cat([p.detach().flatten().clone() for p in module.generator.model.parameters()])
+    L.Trainer(
+        accelerator="cpu",
+        max_steps=4,
+        limit_val_batches=0,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        callbacks=[record],
+        default_root_dir=tmp_path,
+    ).fit(module, datamodule=RERAGDataModule(**causal_data_kwargs))
+    assert len(module.teacher_scores) > 0 and len(cache_files(tmp_path / "cache")) == 1
+    assert [(step, stage) for step, stage, _ in record.rows] == [(1, 1.0), (2, 1.0), (3, 0.0), (4, 0.0)]
+    moved = [not torch.equal(weights, start) for _, _, weights in record.rows]
+    assert moved == [False, False, True, True]  # the generator trains from the third step on
+    with pytest.raises(ValueError, match="teacher_steps"):
+        RERAGModule(**causal_module_kwargs, teacher_steps=2, freeze_generator=True)
