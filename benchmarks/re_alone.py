@@ -1,117 +1,163 @@
-"""Does an RE setting learn at all? The RE alone against a fixed generator, for any fit config.
+"""Does an RE setting learn at all? The RE alone against a frozen teacher, for any fit config.
 
-Builds the fit config's module and data (arguments after `--` override the config as in `rerag
-fit`), loads the generator's weights from `--checkpoint` when given (the RE stays as the config
-builds it), then trains only the RE (`RERAGModule.estimator_parameters`, the config's
-`estimator_lr`, accumulation and clipping) on L_gen + L_re + L_tok (eq. 12) with the generator's
-F_ij (eq. 8) fixed: computed once per (question, answer, contexts) and kept in `--scores`, so a
-second setting skips the generator. Prints dev Recall@1 of the RE (by `has_answer`, and by `gold`
-when the data has it) against the retriever's, at step 0 (the untrained RE) and every
-`--eval-every` optimizer steps. Where `re_depth.py` and `re_learnability.py` try the demo's
-random-init RE, this tries any RE the config can build: a LoRA adapter on a causal LM included.
+Runs `rerag fit` of the config (arguments after `--` override it as in `rerag fit`, after this
+script's own settings) with the generator frozen and its F_ij (eq. 8) cached:
+`model.freeze_generator` and `model.teacher_cache_dir` (`--teacher-cache`; `rerag.teacher_cache`)
+score every training (question, answer, context) once at fit start, and a later run with the same
+teacher, data and prompt reads them back. Only the RE trains (`RERAGModule.estimator_parameters`,
+the config's `estimator_lr`, accumulation and clipping) on L_gen + L_re + L_tok (eq. 12). The
+teacher is the config's generator, or `--teacher` (`model.teacher`): any Hugging Face LM, such as
+the `generator` folder that `rerag export` writes of a joint run's checkpoint (merged: with a
+shared-base config the frozen generator is the bare base, so a trained generator teaches only
+this way). Prints the module's own dev metrics (`val/re_recall@1`, `val/retriever_recall@1`, and
+the `gold` ones when the data has them) at step 0 (the untrained RE, a sanity check over the dev
+questions) and every `--eval-every` optimizer steps. The config's loggers, checkpoints and
+callbacks are left out: the run writes only the teacher cache, and with `--save` the joint
+checkpoint `--checkpoint` with its RE replaced by the one trained here, for `rerag test
+--ckpt_path`, `rerag export` and `predict-file`; `--resume` starts the RE from such a file.
+Where `re_depth.py` and `re_learnability.py` try the demo's random-init RE, this tries any RE the
+config can build: a LoRA adapter on a causal LM included.
 
+    rerag export --checkpoint outputs/squad_smollm2/checkpoints/final.ckpt --out outputs/squad_smollm2/export
     python benchmarks/re_alone.py --config configs/squad_smollm2.yaml \\
-        --checkpoint outputs/squad_smollm2/checkpoints/final.ckpt --scores outputs/re_alone_squad_F.pt \\
+        --teacher outputs/squad_smollm2/export/generator --teacher-cache outputs/teacher_cache \\
         --steps 60 --eval-every 20 --dev-questions 30 -- --model.estimator_lora.layers_to_transform null
 """
 
 from __future__ import annotations
 
 import argparse
-import itertools
+import math
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
+import lightning as L
 import torch
+from lightning.pytorch.cli import SaveConfigCallback
 
-from rerag.fit_config import build_fit
+from rerag.fit_config import RERAGCLI, build_fit
+
+#: The RE's settings: what `--save` takes from this run into the joint checkpoint's (the rest stays the joint run's).
+RE_SETTINGS = ("estimator", "estimator_lora", "re_tokenizer", "re_template", "re_max_length", "true_word", "false_word")
 
 
-def build(config: Path, overrides: list[str]):
-    """The config's module and datamodule (set up for fit) and its trainer settings, as `rerag fit` parses them."""
+def frozen_teacher_overrides(cache_dir: Path, steps: int) -> list[str]:
+    """`rerag fit` arguments for the RE alone against the frozen generator's cached F_ij, `steps`
+    optimizer steps, a dev pass before training (step 0) and nothing written but the cache. The
+    generator answers only at validation, from its top context: dev EM is not what is measured."""
+    return [
+        *("--model.freeze_generator", "true", "--model.generator_lora", "null"),
+        *("--model.teacher_cache_dir", str(cache_dir), "--model.val_top_k", "1"),
+        *("--trainer.max_steps", str(steps), "--trainer.check_val_every_n_epoch", "null"),
+        *("--trainer.num_sanity_val_steps", "-1", "--trainer.logger", "false"),
+        *("--trainer.enable_checkpointing", "false", "--trainer.callbacks", "[]"),
+        *("--trainer.enable_model_summary", "false"),
+    ]
+
+
+def build(config: Path, overrides: list[str]) -> RERAGCLI:
+    """The config's trainer, module and datamodule, as `rerag fit` builds them with `overrides`,
+    without the config file the CLI would write into the run's folder."""
     cli = build_fit(["--config", str(config), *overrides])
-    cli.datamodule.setup("fit")
-    return cli.model, cli.datamodule, cli.config["trainer"], cli.config["seed_everything"]
+    cli.trainer.callbacks[:] = [c for c in cli.trainer.callbacks if not isinstance(c, SaveConfigCallback)]
+    return cli
 
 
-def load_weights(module, checkpoint: Path, with_estimator: bool = False) -> int:
-    """Copy the generator's weights from a fit checkpoint, not the RE's (its shape may differ here),
-    or with `with_estimator` every tensor, to go on from a `--save`d file; returns how many tensors
-    were loaded."""
+class DevCurve(L.Callback):
+    """At every validation (the step-0 sanity check over the whole dev set included, a partial one
+    left out), a point: the step, training minutes so far (the steps alone: no validation, no
+    teacher cache), the mean train/loss_re of the batches since the last point, the module's
+    logged dev metrics (`val/...` without the prefix) and `extra(module)`'s."""
+
+    def __init__(self, extra: Callable[[L.LightningModule], dict[str, float]] | None = None):
+        self.extra, self.points = extra, []
+        self.train_seconds, self.losses, self._tick = 0.0, [], 0.0
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+        self._tick = time.perf_counter()
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        self.train_seconds += time.perf_counter() - self._tick
+        if "train/loss_re" in trainer.callback_metrics:
+            self.losses.append(float(trainer.callback_metrics["train/loss_re"]))
+
+    def on_validation_end(self, trainer, pl_module) -> None:
+        if trainer.sanity_checking and trainer.num_sanity_val_batches != trainer.num_val_batches:
+            return
+        logged = {
+            k[4:]: float(v) for k, v in trainer.callback_metrics.items() if k.startswith("val/") and v.numel() == 1
+        }
+        point = {
+            "step": trainer.global_step,
+            "minutes": self.train_seconds / 60,
+            "loss_re": sum(self.losses) / len(self.losses) if self.losses else float("nan"),
+            **logged,
+            **(self.extra(pl_module) if self.extra else {}),
+        }
+        self.points.append(point)
+        self.losses = []
+        shown = {k: round(v, 3) for k, v in point.items() if k.endswith("recall@1") and "/" not in k}
+        print(f"step {point['step']}: {shown}", flush=True)
+
+
+def fit(
+    cli: RERAGCLI,
+    eval_every: int,
+    dev_batches: int | None = None,
+    extra: Callable[[L.LightningModule], dict[str, float]] | None = None,
+) -> list[dict]:
+    """Fit `cli`'s module (built with `frozen_teacher_overrides`), validating every `eval_every`
+    optimizer steps and after the last, on `dev_batches` dev batches (None: the config's
+    `limit_val_batches`); returns the `DevCurve` points, step 0 first."""
+    trainer = cli.trainer
+    # in training batches, so it needs the accumulation the config (or an override) set
+    trainer.val_check_interval = eval_every * trainer.accumulate_grad_batches
+    if dev_batches is not None:
+        trainer.limit_val_batches = dev_batches
+    curve = DevCurve(extra)
+    trainer.callbacks.append(curve)
+    trainer.fit(cli.model, datamodule=cli.datamodule)
+    if not curve.points or curve.points[-1]["step"] != trainer.global_step:
+        trainer.validate(cli.model, datamodule=cli.datamodule, verbose=False)
+    return curve.points
+
+
+def re_keys(module) -> Callable[[str], bool]:
+    """Whether a state-dict key is the RE's: its adapter's on a shared base, else its own model's."""
+    adapter = module.estimator.adapter
+    return (lambda key: f".{adapter}." in key) if adapter else (lambda key: key.startswith("estimator."))
+
+
+def load_estimator(module, checkpoint: Path) -> int:
+    """Copy the RE's weights of a `--save`d checkpoint into `module`; returns how many tensors."""
     state = torch.load(checkpoint, map_location="cpu", weights_only=False)["state_dict"]
-    if with_estimator:
-        module.load_state_dict(state)
-        return len(state)
-    adapter = module.generator.adapter
-    if adapter is not None:  # a shared base: the generator is its adapter; the frozen base is the config's
-        wanted = {k: v for k, v in state.items() if f".{adapter}." in k}
-    else:
-        wanted = {k: v for k, v in state.items() if k.startswith("generator.")}
-    own = module.state_dict()
-    missing = [k for k in wanted if k not in own or own[k].shape != wanted[k].shape]
-    if not wanted or missing:
+    is_re, own = re_keys(module), module.state_dict()
+    wanted = {k: v for k, v in state.items() if is_re(k)}
+    differ = [k for k in wanted if k not in own or own[k].shape != wanted[k].shape]
+    if not wanted or differ:
         raise SystemExit(
-            f"{checkpoint}: no generator weights matching this config's ({len(missing)} of "
-            f"{len(wanted)} differ, e.g. {missing[:2]})"
+            f"{checkpoint}: no RE weights matching this config's ({len(differ)} of {len(wanted)} differ, e.g. {differ[:2]})"
         )
     module.load_state_dict(wanted, strict=False)
     return len(wanted)
 
 
 def save_with_estimator(module, checkpoint: Path, out: Path) -> None:
-    """Write fit checkpoint `checkpoint` with `module`'s weights and settings: its generator and the
-    RE trained here, for `rerag test --ckpt_path`, `rerag export` and `predict-file`. Its optimizer
-    state is dropped (it was the joint run's): the file evaluates, it does not resume."""
+    """Write fit checkpoint `checkpoint` (the joint run's) with its RE replaced by `module`'s, weights
+    and settings (`RE_SETTINGS`; the rest, its generator's included, stay the joint run's), for
+    `rerag test --ckpt_path`, `rerag export` and `predict-file` with the joint config. Its optimizer
+    state is dropped: the file evaluates, it does not resume."""
     ckpt = torch.load(checkpoint, map_location="cpu", weights_only=False)
-    ckpt["state_dict"] = module.state_dict()
-    ckpt["hyper_parameters"] = dict(module.hparams)
+    is_re = re_keys(module)
+    kept = {k: v for k, v in ckpt["state_dict"].items() if not is_re(k)}
+    ckpt["state_dict"] = kept | {k: v for k, v in module.state_dict().items() if is_re(k)}
+    ckpt["hyper_parameters"] = dict(ckpt.get("hyper_parameters", {})) | {k: module.hparams[k] for k in RE_SETTINGS}
     for key in ("optimizer_states", "lr_schedulers", "loops"):
         ckpt.pop(key, None)
     out.parent.mkdir(parents=True, exist_ok=True)
     torch.save(ckpt, out)
-
-
-def batch_key(batch: dict, i: int) -> str:
-    """A training question's identity for the F cache: its id, sampled answer and contexts."""
-    return "|".join([batch["ids"][i], str(batch["labels"][i].tolist()), *(c["id"] for c in batch["contexts"][i])])
-
-
-@torch.no_grad()
-def answer_loglik(module, batch: dict, cache: dict) -> torch.Tensor:
-    """F [b, k] of the batch, from `cache` where it holds the question, else from the generator."""
-    b, k = len(batch["ids"]), int(batch["n_contexts"][0])
-    keys = [batch_key(batch, i) for i in range(b)]
-    if any(key not in cache for key in keys):
-        labels = batch["labels"].repeat_interleave(k, dim=0)
-        scores = (
-            module.generator.answer_loglik(batch["gen"]["input_ids"], batch["gen"]["attention_mask"], labels)
-            .view(b, k)
-            .float()
-        )
-        cache.update(zip(keys, scores))
-    return torch.stack([cache[key] for key in keys])
-
-
-@torch.no_grad()
-def dev_recall_at_1(module, loader, n_questions: int) -> dict[str, float]:
-    """Recall@1 over each dev question's contexts: the RE's top context and the retriever's first,
-    by `has_answer` and (when the data has it) by `gold`."""
-    module.eval()
-    hits: dict[str, list[bool]] = {}
-    for batch in loader:
-        s = module.relevance_scores(batch["re"])
-        counts = batch["n_contexts"].tolist()
-        for start, n in zip(itertools.accumulate([0, *counts]), counts):
-            best = start + int(s[start : start + n].argmax())
-            for field in ("has_answer", "gold"):
-                if field in batch:
-                    hits.setdefault(f"re_{field}", []).append(bool(batch[field][best]))
-                    hits.setdefault(f"retriever_{field}", []).append(bool(batch[field][start]))
-        if len(hits["re_has_answer"]) >= n_questions:
-            break
-    module.train()
-    return {name: sum(v[:n_questions]) / len(v[:n_questions]) for name, v in hits.items()}
 
 
 def main() -> None:
@@ -120,16 +166,24 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--config", type=Path, required=True, help="a `rerag fit` config")
     p.add_argument(
-        "--checkpoint", type=Path, default=None, help="fit checkpoint whose generator teaches (default: the config's)"
+        "--teacher",
+        default=None,
+        help="the teacher (model.teacher.name_or_path): a `rerag export`ed generator folder or any Hugging Face LM "
+        "(default: the config's generator, frozen)",
     )
-    p.add_argument("--scores", type=Path, default=None, help="file caching F_ij across calls")
+    p.add_argument("--teacher-cache", type=Path, default=Path("outputs/teacher_cache"), help="model.teacher_cache_dir")
     p.add_argument("--steps", type=int, default=100, help="optimizer steps")
     p.add_argument("--eval-every", type=int, default=25)
-    p.add_argument("--dev-questions", type=int, default=50)
+    p.add_argument(
+        "--dev-questions", type=int, default=50, help="dev questions per validation (rounded up to whole dev batches)"
+    )
+    p.add_argument(
+        "--checkpoint", type=Path, default=None, help="the joint run's fit checkpoint, for --save or --resume"
+    )
     p.add_argument(
         "--resume",
         action="store_true",
-        help="--checkpoint is a --save'd file: start from its RE too (a fresh optimizer; the data order starts over)",
+        help="--checkpoint is a --save'd file: start from its RE (a fresh optimizer; the data order starts over)",
     )
     p.add_argument(
         "--save",
@@ -141,62 +195,38 @@ def main() -> None:
     if (args.save or args.resume) and not args.checkpoint:
         p.error("--save and --resume need --checkpoint")
 
-    module, data, trainer, seed = build(args.config, overrides)
-    torch.manual_seed(seed or 0)
-    if args.checkpoint:
-        loaded = load_weights(module, args.checkpoint, with_estimator=args.resume)
-        print(
-            f"{'generator and RE' if args.resume else 'generator'}: {loaded} tensors from {args.checkpoint}", flush=True
-        )
-    cache = torch.load(args.scores) if args.scores and args.scores.exists() else {}
-    cached_before = len(cache)
-    hp = module.hparams
-    params = module.estimator_parameters()
-    optimizer = torch.optim.AdamW(params, lr=hp.estimator_lr or hp.lr, weight_decay=hp.weight_decay)
-    accumulate, clip = trainer["accumulate_grad_batches"], trainer["gradient_clip_val"]
-    val = data.val_dataloader()
-    rows = [(0, 0.0, float("nan"), dev_recall_at_1(module, val, args.dev_questions))]
-    print(rows[-1], flush=True)
-    start, train_time, step, epoch, losses = time.time(), 0.0, 0, 0, []
-    while step < args.steps:
-        loader = data.train_dataloader()
-        loader.sampler.set_epoch(epoch)
-        for i, batch in enumerate(loader):
-            tick = time.time()
-            loss = module.relevance_losses(batch, answer_loglik(module, batch, cache))
-            (loss["loss"] / accumulate).backward()
-            losses.append(float(loss["loss_re"].detach()))
-            if (i + 1) % accumulate == 0:
-                if clip:
-                    torch.nn.utils.clip_grad_norm_(params, clip)
-                optimizer.step()
-                optimizer.zero_grad()
-                step += 1
-            train_time += time.time() - tick
-            if (i + 1) % accumulate == 0 and (step % args.eval_every == 0 or step == args.steps):
-                rows.append(
-                    (step, train_time / 60, sum(losses) / len(losses), dev_recall_at_1(module, val, args.dev_questions))
-                )
-                print(rows[-1], flush=True)
-                losses = []
-            if step == args.steps:
-                break
-        epoch += 1
-    if args.scores and len(cache) > cached_before:
-        torch.save(cache, args.scores)
+    teacher = ["--model.teacher.name_or_path", args.teacher] if args.teacher else []
+    cli = build(args.config, [*frozen_teacher_overrides(args.teacher_cache, args.steps), *teacher, *overrides])
+    module, data = cli.model, cli.datamodule
+    if args.resume:
+        print(f"RE: {load_estimator(module, args.checkpoint)} tensors from {args.checkpoint}", flush=True)
+    cached_before = set(args.teacher_cache.glob("*.pt"))
+    start = time.time()
+    points = fit(cli, args.eval_every, math.ceil(args.dev_questions / data.hparams.eval_batch_size))
     if args.save:
         save_with_estimator(module, args.checkpoint, args.save)
 
-    names = list(rows[0][3])
+    cache = args.teacher_cache / f"{module.teacher_scores.key}.pt"
+    names = [
+        f"{order}_{relevant}recall@1"
+        for relevant in ("", "gold_")
+        for order in ("re", "retriever")
+        if f"{order}_{relevant}recall@1" in points[0]
+    ]
     print(
         f"\nThe RE alone, {args.config.name} {' '.join(overrides)}: dev Recall@1 over "
-        f"{data.hparams.n_eval_contexts} contexts ({args.dev_questions} questions); F_ij for "
-        f"{len(cache)} training questions ({cached_before} from {args.scores}); {(time.time() - start) / 60:.1f} min\n"
+        f"{data.hparams.n_eval_contexts} contexts ({len(module.results['val'])} questions); teacher "
+        f"{module.teacher_spec.name_or_path or 'the config generator'}, F_ij of {len(module.teacher_scores)} training "
+        f"pairs {'read from' if cache in cached_before else 'written to'} {cache}; {(time.time() - start) / 60:.1f} min\n"
     )
     print("| step | training minutes | mean train/loss_re | " + " | ".join(names) + " |")
     print("|---|---|---|" + "---|" * len(names))
-    for step, minutes, loss_re, recall in rows:
-        print(f"| {step} | {minutes:.1f} | {loss_re:.3f} | " + " | ".join(f"{recall[n]:.3f}" for n in names) + " |")
+    for point in points:
+        print(
+            f"| {point['step']} | {point['minutes']:.1f} | {point['loss_re']:.3f} | "
+            + " | ".join(f"{point[n]:.3f}" for n in names)
+            + " |"
+        )
 
 
 if __name__ == "__main__":

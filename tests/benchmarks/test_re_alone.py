@@ -1,9 +1,10 @@
-"""benchmarks/re_alone.py: the RE alone against a fixed generator, on a tiny causal shared-base
-config: it trains only the RE's adapter, caches F_ij across calls, and takes the generator from a
-checkpoint. Offline: tiny Llama, the tiny world."""
+"""benchmarks/re_alone.py: the RE alone against a frozen teacher through `rerag fit`, on a tiny causal
+shared-base config: only the RE's adapter trains, the teacher's F_ij are cached across runs, a
+`rerag export`ed generator teaches, and `--save` pairs the trained RE with the joint run's generator.
+Offline: tiny Llama, the tiny world."""
 
 import importlib.util
-import subprocess
+import itertools
 import sys
 from pathlib import Path
 
@@ -14,8 +15,8 @@ import yaml
 
 from tests.rerag.conftest import TINY_LLAMA, chat_tokenizer_dir, tokenizer_dir, world_dir  # noqa: F401 (fixtures)
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "re_alone.py"
-spec = importlib.util.spec_from_file_location("re_alone", SCRIPT)
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+spec = importlib.util.spec_from_file_location("re_alone", BENCHMARKS / "re_alone.py")
 re_alone = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(re_alone)
 
@@ -62,10 +63,10 @@ def write_config(path: Path, world: Path, tokenizer: str) -> Path:
     return path
 
 
-def run(*args: str) -> str:
-    result = subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    return result.stdout
+def run(monkeypatch, capsys, *args: str) -> str:
+    monkeypatch.setattr(sys, "argv", ["re_alone.py", *args])
+    re_alone.main()
+    return capsys.readouterr().out
 
 
 def table(stdout: str) -> list[list[str]]:
@@ -73,79 +74,18 @@ def table(stdout: str) -> list[list[str]]:
     return [[cell.strip() for cell in line.strip("|").split("|")] for line in lines]
 
 
-def save_moved(config: Path, path: Path):
-    """A module of `config` with every adapter weight moved (the RE's and the generator's), saved as
-    a checkpoint's state_dict at `path`."""
-    module, *_ = re_alone.build(config, [])
-    with torch.no_grad():
-        for p in module.parameters():
-            if p.requires_grad:
-                p.add_(1.0)
-    torch.save({"state_dict": module.state_dict()}, path)
-    return module
+def frozen(config: Path, cache: Path, *overrides: str):
+    """The module the script fits: the RE alone against the frozen base."""
+    return re_alone.build(config, [*re_alone.frozen_teacher_overrides(cache, 1), *overrides]).model
 
 
-@pytest.mark.slow
-def test_trains_the_re_alone_and_reuses_cached_scores(tmp_path, world_dir, chat_tokenizer_dir):
-    config = write_config(tmp_path / "tiny.yaml", world_dir, chat_tokenizer_dir)
-    scores = tmp_path / "F.pt"
-    args = [
-        "--config",
-        str(config),
-        "--scores",
-        str(scores),
-        "--steps",
-        "2",
-        "--eval-every",
-        "1",
-        "--dev-questions",
-        "3",
-    ]
-    first = run(*args)
-    rows = table(first)
-    assert [r[0] for r in rows] == ["0", "1", "2"]  # the untrained RE, then each optimizer step
-    assert "re_has_answer" in first and "retriever_has_answer" in first
-    cached = torch.load(scores)
-    assert len(cached) == 8  # 2 steps x 2 accumulated batches x 2 questions, each scored once
-    assert all(f.shape == (4,) and torch.isfinite(f).all() for f in cached.values())
-    second = run(*args)
-    assert "(8 from" in second  # every training question's F came from the file
-    without_minutes = lambda rs: [r[:1] + r[2:] for r in rs]  # noqa: E731
-    assert without_minutes(table(second)) == without_minutes(rows)  # same seed, same F: the same run
-
-
-def test_only_the_re_adapter_trains(tmp_path, world_dir, chat_tokenizer_dir):
-    module, *_ = re_alone.build(write_config(tmp_path / "tiny.yaml", world_dir, chat_tokenizer_dir), [])
-    names = {name for name, p in module.named_parameters() if p.requires_grad}
-    trained = {name for name, p in module.named_parameters() if any(p is q for q in module.estimator_parameters())}
-    assert trained and all(".re." in name for name in trained)
-    assert any(".generator." in name for name in names - trained)  # the generator's adapter is left alone
-
-
-def test_generator_comes_from_the_checkpoint_and_the_re_does_not(tmp_path, world_dir, chat_tokenizer_dir):
-    config = write_config(tmp_path / "tiny.yaml", world_dir, chat_tokenizer_dir)
-    trained = save_moved(config, tmp_path / "fit.ckpt")
-    fresh, *_ = re_alone.build(config, [])
-    before = {k: v.clone() for k, v in fresh.state_dict().items()}
-    assert re_alone.load_weights(fresh, tmp_path / "fit.ckpt") > 0
-    after, moved = fresh.state_dict(), trained.state_dict()
-    for key in after:
-        if ".generator." in key:
-            assert torch.equal(after[key], moved[key]), key
-        else:
-            assert torch.equal(after[key], before[key]), key  # the RE adapter and the base untouched
-
-
-def test_saved_checkpoint_holds_the_trained_re_and_the_checkpoints_generator(tmp_path, world_dir, chat_tokenizer_dir):
-    from rerag.infer.export import load_checkpoint
-
-    config = write_config(tmp_path / "tiny.yaml", world_dir, chat_tokenizer_dir)
-    joint, *_ = re_alone.build(config, [])
+def joint_checkpoint(config: Path, path: Path):
+    """A joint run's checkpoint of `config` whose generator adapter has moved off zero (its RE too)."""
+    joint = re_alone.build(config, []).model
     with torch.no_grad():
         for name, p in joint.named_parameters():
-            if ".generator." in name:
-                p.add_(0.5)  # the joint run's generator
-    fit_ckpt = tmp_path / "fit.ckpt"
+            if p.requires_grad:
+                p.add_(0.5 if ".generator." in name else 0.1)
     torch.save(
         {
             "state_dict": joint.state_dict(),
@@ -153,29 +93,92 @@ def test_saved_checkpoint_holds_the_trained_re_and_the_checkpoints_generator(tmp
             "pytorch-lightning_version": lightning.__version__,
             "optimizer_states": [{"state": {}}],
         },
-        fit_ckpt,
+        path,
     )
-    module, *_ = re_alone.build(config, ["--model.estimator_lora.r", "8"])  # an RE of another shape
-    re_alone.load_weights(module, fit_ckpt)
+    return joint
+
+
+def test_trains_the_re_alone_and_reads_the_cached_scores_back(
+    tmp_path, monkeypatch, capsys, world_dir, chat_tokenizer_dir
+):
+    config = write_config(tmp_path / "tiny.yaml", world_dir, chat_tokenizer_dir)
+    args = ["--config", str(config), "--teacher-cache", str(tmp_path / "cache")]
+    args += ["--steps", "2", "--eval-every", "1", "--dev-questions", "3"]
+    first = run(monkeypatch, capsys, *args)
+    rows = table(first)
+    assert [r[0] for r in rows] == ["0", "1", "2"]  # the untrained RE, then each optimizer step
+    assert "| re_recall@1 | retriever_recall@1 |" in first and "(4 questions)" in first  # one dev batch of 4
+    assert rows[0][2] == "nan" and all(float(r[2]) >= 0 for r in rows[1:])  # mean train/loss_re
+    assert "written to" in first and len(list((tmp_path / "cache").glob("*.pt"))) == 1
+    second = run(monkeypatch, capsys, *args)
+    assert "read from" in second  # every training pair's F came from the file
+    without_minutes = lambda rs: [r[:1] + r[2:] for r in rs]  # noqa: E731
+    assert without_minutes(table(second)) == without_minutes(rows)  # same seed, same F: the same run
+
+
+def test_only_the_re_adapter_trains(tmp_path, world_dir, chat_tokenizer_dir):
+    module = frozen(write_config(tmp_path / "tiny.yaml", world_dir, chat_tokenizer_dir), tmp_path / "cache")
+    trainable = {name for name, p in module.named_parameters() if p.requires_grad}
+    trained = {name for name, p in module.named_parameters() if any(p is q for q in module.estimator_parameters())}
+    assert trained and trained == trainable and all(".re." in name for name in trained)
+    assert module.hparams.freeze_generator and module.generator.adapter != "generator"  # the bare base teaches
+
+
+def test_saved_checkpoint_holds_the_trained_re_and_the_joint_runs_generator(tmp_path, world_dir, chat_tokenizer_dir):
+    from rerag.infer.export import load_checkpoint
+
+    config = write_config(tmp_path / "tiny.yaml", world_dir, chat_tokenizer_dir)
+    joint = joint_checkpoint(config, tmp_path / "fit.ckpt")
+    module = frozen(config, tmp_path / "cache", "--model.estimator_lora.r", "8")  # an RE of another shape
     with torch.no_grad():
         for p in module.estimator_parameters():
             p.add_(0.25)  # "trained" here
-    re_alone.save_with_estimator(module, fit_ckpt, tmp_path / "out" / "re_alone.ckpt")
+    re_alone.save_with_estimator(module, tmp_path / "fit.ckpt", tmp_path / "out" / "re_alone.ckpt")
     saved = torch.load(tmp_path / "out" / "re_alone.ckpt", weights_only=False)
     assert "optimizer_states" not in saved and saved["hyper_parameters"]["estimator_lora"]["r"] == 8
-    estimator, generator = load_checkpoint(tmp_path / "out" / "re_alone.ckpt")  # as rerag export reads it
+    assert not saved["hyper_parameters"]["freeze_generator"] and saved["hyper_parameters"]["generator_lora"]
+    estimator, generator = load_checkpoint(tmp_path / "out" / "re_alone.ckpt")  # as rerag export and test read it
     rebuilt = estimator.model.state_dict()
     for key, value in module.estimator.model.state_dict().items():
-        assert torch.equal(rebuilt[key], value), key
-    for key, value in joint.state_dict().items():
-        if ".generator." in key:
-            assert torch.equal(module.state_dict()[key], value), key
+        if ".re." in key:
+            assert torch.equal(rebuilt[key], value), key
+    joint_state = joint.state_dict()
+    generator_keys = [k for k in joint_state if ".generator." in k]
+    assert generator_keys
+    for key in generator_keys:
+        assert torch.equal(saved["state_dict"][key], joint_state[key]), key
 
-
-def test_resume_loads_the_saved_re_as_well(tmp_path, world_dir, chat_tokenizer_dir):
-    config = write_config(tmp_path / "tiny.yaml", world_dir, chat_tokenizer_dir)
-    saved = save_moved(config, tmp_path / "re_alone.ckpt")  # as --save writes it: both adapters trained
-    fresh, *_ = re_alone.build(config, [])
-    assert re_alone.load_weights(fresh, tmp_path / "re_alone.ckpt", with_estimator=True) == len(saved.state_dict())
-    for key, value in saved.state_dict().items():
+    # --resume: a fresh module of the same shape starts from the saved RE
+    fresh = frozen(config, tmp_path / "cache", "--model.estimator_lora.r", "8")
+    assert re_alone.load_estimator(fresh, tmp_path / "out" / "re_alone.ckpt") > 0
+    for key, value in module.state_dict().items():
         assert torch.equal(fresh.state_dict()[key], value), key
+
+
+def test_an_exported_generator_teaches(tmp_path, monkeypatch, capsys, world_dir, chat_tokenizer_dir):
+    from rerag.infer.export import export_checkpoint
+    from rerag.models.generator import Generator
+    from rerag.teacher_cache import TeacherScores, build_teacher_scores
+
+    config = write_config(tmp_path / "tiny.yaml", world_dir, chat_tokenizer_dir)
+    joint_checkpoint(config, tmp_path / "fit.ckpt")
+    teacher = export_checkpoint(tmp_path / "fit.ckpt", tmp_path / "export")["generator"]
+    out = run(
+        monkeypatch,
+        capsys,
+        *("--config", str(config), "--teacher", str(teacher), "--teacher-cache", str(tmp_path / "cache")),
+        *("--steps", "1", "--eval-every", "1", "--dev-questions", "4"),
+        *("--checkpoint", str(tmp_path / "fit.ckpt"), "--save", str(tmp_path / "re_alone.ckpt")),
+    )
+    assert f"teacher {teacher}" in out and (tmp_path / "re_alone.ckpt").is_file()
+    (cache,) = (tmp_path / "cache").glob("*.pt")
+    cached = TeacherScores.load(cache)
+    data = re_alone.build(config, []).datamodule
+    data.setup("fit")
+    triples = list(itertools.islice(data.teacher_triples(), 6))
+    exported = build_teacher_scores(Generator.from_pretrained(teacher), triples)
+    assert exported.scores.keys() <= cached.scores.keys()
+    for key, value in exported.scores.items():
+        assert cached.scores[key] == pytest.approx(value, abs=1e-4)
+    base, _ = frozen(config, tmp_path / "cache").teacher_generator()  # the config's frozen generator
+    assert any(abs(cached.scores[k] - v) > 1e-3 for k, v in build_teacher_scores(base, triples).scores.items())
