@@ -116,3 +116,14 @@ def test_a_workspace_names_the_options_that_made_it(tmp_path):
     assert Workspace(tmp_path, "quick", config="configs/demo.yaml").options() == ""
     made = Workspace(tmp_path, "quick", config="configs/squad_smollm2.yaml", top_k=3, llm="some/lm")
     assert made.options() == " --fit_config configs/squad_smollm2.yaml --top_k 3 --llm some/lm"
+
+
+def test_erag_figure1_plots_each_labelings_best_metric_of_table1():
+    from rerag.reproduce.erag_tables import best_metrics
+
+    correlation = {
+        "erag": {"P@10": {"kendall_tau": 0.2}, "MAP": {"kendall_tau": 0.5}, "NDCG@10": {"undefined": "constant"}},
+        "contains_answer": {"P@10": {"kendall_tau": 0.3}, "R@10": {"kendall_tau": 0.1}},
+        "judge": {"P@10": {"undefined": "constant"}},
+    }
+    assert best_metrics(correlation, 10) == {"erag": "MAP", "contains_answer": "P@{k}"}
