@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from rerag.reproduce.result import Result, markdown_table
-from rerag.reproduce.workspace import Workspace
+from rerag.reproduce.workspace import Workspace, file_digest
 
 POOL = ["BM25@5", "Dense@5", "BM25@RR@5", "BM25@3&Dense@3", "ReFree"]
 
@@ -37,7 +37,7 @@ def _eor(ws: Workspace, llm: str | None = None, correctness: str = "em") -> dict
         return {"report": report.to_dict()}
 
     extra = ([llm] if llm else []) + ([correctness] if correctness != "em" else [])
-    return ws.step("eor", [run["checkpoint"], POOL, ws.scale.questions] + extra, go)
+    return ws.step("eor", [run["checkpoint"], file_digest(run["checkpoint"]), POOL, ws.scale.questions] + extra, go)
 
 
 def _figure(ws: Workspace, done: dict, name: str, target: str) -> str:

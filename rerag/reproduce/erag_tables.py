@@ -8,7 +8,7 @@ from pathlib import Path
 from erag.cost import cost_table
 from rerag.defaults import ERAG_TOP_K
 from rerag.reproduce.result import Result, markdown_table, plot_lines
-from rerag.reproduce.workspace import Workspace
+from rerag.reproduce.workspace import Workspace, file_digest
 
 METRICS = ["MAP", "MRR", "NDCG@{k}", "P@{k}", "R@{k}", "Hit@{k}"]
 
@@ -48,7 +48,7 @@ def _erag(
         }
 
     key = (
-        [run["checkpoint"], ranking, top_k, metrics, ws.scale.questions, reader]
+        [run["checkpoint"], file_digest(run["checkpoint"]), ranking, top_k, metrics, ws.scale.questions, reader]
         + ([llm] if llm else [])
         + ([downstream] if downstream != "em" else [])
     )

@@ -75,6 +75,13 @@ def digest(value: Any) -> str:
     return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:10]
 
 
+def file_digest(path: str | Path) -> str:
+    """A hash of a file's bytes: a step that reads a checkpoint is keyed by its weights, not its path,
+    so a model retrained into the same folder never reuses results of the old one."""
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()[:16]
+
+
 class Workspace:
     """One output folder, one scale, one base config; the cache of every step the tables run."""
 
@@ -175,7 +182,7 @@ class Workspace:
 
         done = self.step(
             "export",
-            run["checkpoint"],
+            [run["checkpoint"], file_digest(run["checkpoint"])],
             lambda folder: {k: str(v) for k, v in export(*load_checkpoint(run["checkpoint"]), folder).items()},
         )
         return Path(done["folder"])
@@ -195,7 +202,7 @@ class Workspace:
             )
             return {"estimator": str(estimator), "report": report}
 
-        return self.step("calibrate", [run["checkpoint"], top_k, depth], go)
+        return self.step("calibrate", [run["checkpoint"], file_digest(run["checkpoint"]), top_k, depth], go)
 
     def predictions(
         self,
@@ -228,7 +235,8 @@ class Workspace:
             )
             return {"predictions": str(folder / "predictions.jsonl")}
 
-        done = self.step("predict", [run["checkpoint"], split, top_k, depth, calibrated, mode, llm], go)
+        key = [run["checkpoint"], file_digest(run["checkpoint"]), split, top_k, depth, calibrated, mode, llm]
+        done = self.step("predict", key, go)
         return [json.loads(line) for line in Path(done["predictions"]).read_text().splitlines() if line.strip()]
 
 

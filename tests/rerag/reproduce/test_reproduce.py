@@ -127,3 +127,18 @@ def test_erag_figure1_plots_each_labelings_best_metric_of_table1():
         "judge": {"P@10": {"undefined": "constant"}},
     }
     assert best_metrics(correlation, 10) == {"erag": "MAP", "contains_answer": "P@{k}"}
+
+
+def test_a_step_on_a_checkpoint_reruns_when_its_weights_change(tmp_path):
+    """A model retrained into the same path must not reuse the old model's results."""
+    from rerag.reproduce.workspace import file_digest
+
+    ckpt, calls = tmp_path / "best.ckpt", []
+    ws = Workspace(tmp_path / "out", "toy")
+    run = lambda folder: calls.append(folder) or {}  # noqa: E731
+    ckpt.write_bytes(b"weights one")
+    ws.step("eor", [str(ckpt), file_digest(ckpt)], run)
+    ws.step("eor", [str(ckpt), file_digest(ckpt)], run)
+    ckpt.write_bytes(b"weights two")
+    ws.step("eor", [str(ckpt), file_digest(ckpt)], run)
+    assert len(calls) == 2
