@@ -49,18 +49,18 @@ def passages(article: dict, min_words: int = 60, max_words: int = 120) -> tuple[
         starts.append(len(text))
         text += paragraph["context"] + "\n"
     spans = [s for p, start in zip(article["paragraphs"], starts) for s in sentences(p["context"], start)]
-    out, current = [], []
-    for span in spans:
-        words = sum(len(text[s:e].split()) for s, e in current)
-        if current and words + len(text[span[0] : span[1]].split()) > max_words:
-            out.append((current[0][0], current[-1][1]))
-            current = []
-        current.append(span)
-        if sum(len(text[s:e].split()) for s, e in current) >= min_words:
-            out.append((current[0][0], current[-1][1]))
-            current = []
-    if current:
-        out.append((current[0][0], current[-1][1]))
+    out, start, end, words = [], None, 0, 0  # the open passage: its first sentence's start, last end, words
+    for s, e in spans:
+        n = len(text[s:e].split())
+        if start is not None and words + n > max_words:
+            out.append((start, end))
+            start, words = None, 0
+        start, end, words = s if start is None else start, e, words + n
+        if words >= min_words:
+            out.append((start, end))
+            start, words = None, 0
+    if start is not None:
+        out.append((start, end))
     return text, out, starts
 
 

@@ -25,13 +25,16 @@ def test_configs_parse(configs, capsys):
     assert printed["model"]["re_tokenizer"] and "re_tokenizer" not in printed["data"]
 
 
+def printed_config(configs: list[str], capsys) -> dict:
+    """The config `rerag fit --print_config` prints for these files of configs/, stacked in order."""
+    with pytest.raises(SystemExit):
+        main(["fit", *(a for c in configs for a in ("--config", str(ROOT / "configs" / c))), "--print_config"])
+    return yaml.safe_load(capsys.readouterr().out)
+
+
 def test_the_tqa_overlay_changes_only_model_data_and_outputs(capsys):
-    printed = {}
-    for configs in (["nq_t5_base.yaml"], ["nq_t5_base.yaml", "tqa_t5_large.yaml"]):
-        with pytest.raises(SystemExit):
-            main(["fit", *(a for c in configs for a in ("--config", str(ROOT / "configs" / c))), "--print_config"])
-        printed[len(configs)] = yaml.safe_load(capsys.readouterr().out)
-    nq, tqa = printed[1], printed[2]
+    nq = printed_config(["nq_t5_base.yaml"], capsys)
+    tqa = printed_config(["nq_t5_base.yaml", "tqa_t5_large.yaml"], capsys)
     assert tqa["model"]["estimator"]["name_or_path"] == "t5-large" and tqa["data"]["init_args"]["train_file"] == (
         "data/tqa/train.json"
     )
@@ -51,12 +54,8 @@ def test_the_tqa_overlay_changes_only_model_data_and_outputs(capsys):
 def test_the_paper_reference_is_the_demo_with_the_released_codes_losses(capsys):
     """configs/paper_reference.yaml over the demo: no anchor, eq. 12's weights, the released code's two
     details, the paper's training contexts, an RE that was not relevance-pretrained; the rest the demo's."""
-    printed = {}
-    for configs in (["demo.yaml"], ["demo.yaml", "paper_reference.yaml"]):
-        with pytest.raises(SystemExit):
-            main(["fit", *(a for c in configs for a in ("--config", str(ROOT / "configs" / c))), "--print_config"])
-        printed[len(configs)] = yaml.safe_load(capsys.readouterr().out)
-    demo, ref = printed[1], printed[2]
+    demo = printed_config(["demo.yaml"], capsys)
+    ref = printed_config(["demo.yaml", "paper_reference.yaml"], capsys)
     m, d = ref["model"], ref["data"]["init_args"]
     assert (m["alpha_anchor"], m["alpha_re"], m["alpha_tok"]) == (0.0, 1.0, 1.0)
     assert (m["gen_reduction"], m["re_clamp"]) == ("sum", 1e-5)

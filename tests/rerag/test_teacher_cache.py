@@ -16,10 +16,8 @@ from rerag.teacher_cache import TeacherScores, build_teacher_scores, pair_key
 from tests.rerag.conftest import TINY_LLAMA
 
 
-def fit(module_kwargs, data_kwargs, cache_dir, tmp_path, seed=0, steps=1):
-    L.seed_everything(seed)
-    module = RERAGModule(**module_kwargs, freeze_generator=True, teacher_cache_dir=str(cache_dir))
-    data = RERAGDataModule(**data_kwargs)
+def train(module, data_kwargs, tmp_path, steps, callbacks=()):
+    """`steps` optimizer steps of `module` on the data, no validation, nothing written but the cache."""
     L.Trainer(
         accelerator="cpu",
         max_steps=steps,
@@ -28,9 +26,16 @@ def fit(module_kwargs, data_kwargs, cache_dir, tmp_path, seed=0, steps=1):
         enable_checkpointing=False,
         enable_progress_bar=False,
         enable_model_summary=False,
+        callbacks=list(callbacks),
         default_root_dir=tmp_path,
-    ).fit(module, datamodule=data)
+    ).fit(module, datamodule=RERAGDataModule(**data_kwargs))
     return module
+
+
+def fit(module_kwargs, data_kwargs, cache_dir, tmp_path, seed=0, steps=1):
+    L.seed_everything(seed)
+    module = RERAGModule(**module_kwargs, freeze_generator=True, teacher_cache_dir=str(cache_dir))
+    return train(module, data_kwargs, tmp_path, steps)
 
 
 def cache_files(cache_dir):
@@ -148,17 +153,7 @@ def test_a_first_teacher_stage_switches_to_joint_training_at_its_step(
     kwargs = {**causal_module_kwargs, "teacher_steps": 2, "teacher_cache_dir": str(tmp_path / "cache")}
     module, record = RERAGModule(**kwargs), Record()
     start = torch.cat([p.detach().flatten().clone() for p in module.generator.model.parameters()])
-    L.Trainer(
-        accelerator="cpu",
-        max_steps=4,
-        limit_val_batches=0,
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        callbacks=[record],
-        default_root_dir=tmp_path,
-    ).fit(module, datamodule=RERAGDataModule(**causal_data_kwargs))
+    train(module, causal_data_kwargs, tmp_path, steps=4, callbacks=[record])
     assert len(module.teacher_scores) > 0 and len(cache_files(tmp_path / "cache")) == 1
     assert [(step, stage) for step, stage, _ in record.rows] == [(1, 1.0), (2, 1.0), (3, 0.0), (4, 0.0)]
     moved = [not torch.equal(weights, start) for _, _, weights in record.rows]
