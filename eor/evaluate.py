@@ -61,7 +61,11 @@ class EoRReport:
     """Test-split results. retriever_em/f1/accuracy and mrlr_* are keyed by retriever name;
     mrlr_with_eor adds the key "EoR". Scores are percentages, MRLR values fractions. accuracy: the
     share answered right by the config's `correctness`. error_rates: per error type of appendix B,
-    the share of the kept test questions on which each retriever's RALM makes it."""
+    the share of the kept test questions on which each retriever's RALM makes it. Per test question,
+    for paired comparisons: test_em (each retriever's and "EoR"'s EM, 0/1) and test_correct (right by
+    `correctness`). rwr: eq. 1 between the retrievers and EoR (rows and columns in test_em's order);
+    error_rwr: per error type, eq. 1 between the retrievers (-1 where undefined); upper_bound: the
+    oracle's mean accuracy (%) by pool size."""
 
     retriever_em: dict[str, float]
     retriever_f1: dict[str, float]
@@ -76,6 +80,11 @@ class EoRReport:
     error_rates: dict[str, dict[str, float]] = field(default_factory=dict)
     retriever_accuracy: dict[str, float] = field(default_factory=dict)
     eor_accuracy: float | None = None
+    test_em: dict[str, list[float]] = field(default_factory=dict)
+    test_correct: dict[str, list[bool]] = field(default_factory=dict)
+    rwr: list[list[float]] = field(default_factory=list)
+    error_rwr: dict[str, list[list[float]]] = field(default_factory=dict)
+    upper_bound: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -161,6 +170,7 @@ def evaluate_eor(
         [gold_answers[n] for n in test],
         correct=correct,
     )
+    upper_bound = oracle_upper_bound(correct, max_combinations=500, seed=config.seed)
     if config.plots_dir:
         plot_heatmap(
             rwr_matrix(with_eor), [*pool.names, "EoR"], Path(config.plots_dir) / "rwr_heatmap.png", "RWR (eq. 1)"
@@ -173,7 +183,7 @@ def evaluate_eor(
                 f"RWR of {error.replace('_', ' ')} errors (-1: undefined)",
             )
         plot_boxplot(
-            {str(k): 100 * v for k, v in oracle_upper_bound(correct, max_combinations=500, seed=config.seed).items()},
+            {str(k): 100 * v for k, v in upper_bound.items()},
             Path(config.plots_dir) / "upper_bound.png",
             "Oracle upper bound by pool size",
             "EM (%)",
@@ -193,4 +203,9 @@ def evaluate_eor(
         error_rates={e: dict(zip(pool.names, (100 * errors.rates[e]).tolist())) for e in ERRORS},
         retriever_accuracy=dict(zip(pool.names, (100 * correct.mean(1)).tolist())),
         eor_accuracy=float(100 * with_eor[-1].mean()),
+        test_em={name: row.tolist() for name, row in zip([*pool.names, "EoR"], np.vstack([em[:, test], eor_em[None]]))},
+        test_correct={name: row.tolist() for name, row in zip([*pool.names, "EoR"], with_eor)},
+        rwr=rwr_matrix(with_eor).tolist(),
+        error_rwr={e: np.asarray(errors.rwr[e]).tolist() for e in ERRORS},
+        upper_bound={str(k): float(100 * v.mean()) for k, v in upper_bound.items()},
     )

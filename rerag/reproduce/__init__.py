@@ -133,6 +133,41 @@ def reproduce(
     return index
 
 
+def verdict_table(index: dict, paper: dict) -> list[str]:
+    """The table REPRODUCTION.md opens with: for every table and figure of the three papers (`paper`,
+    papers.yaml), the paper's finding, ours and whether it is reproduced (`rerag.reproduce.verdict`)."""
+    rows, counts = [], {}
+    for key, title in PAPERS.items():
+        for name in sorted(paper[key], key=_sort_key):
+            entry = index.get(key, {}).get(name) or {}
+            verdict = entry.get("verdict") or {}
+            reproduced = verdict.get("reproduced") or ("no verdict" if entry else "not run yet")
+            counts[reproduced] = counts.get(reproduced, 0) + 1
+            heading = name.replace("table", "Table ").replace("figure", "Figure ")
+            cells = [
+                f"{title.split(' (')[0]} {heading}",
+                paper[key][name].get("finding", ""),
+                verdict.get("ours", ""),
+                f"**{reproduced}**" + (f": {verdict['why']}" if verdict.get("why") else ""),
+            ]
+            rows.append("| " + " | ".join(c.replace("|", "/") for c in cells) + " |")
+    return [
+        "## Verdicts",
+        "",
+        "Reproduced: **yes**, the paper's direction with a paired-bootstrap 95% interval (questions resampled) "
+        "that excludes the opposite, or a count that does; **partly**, the direction but the interval includes "
+        "no difference; **no**, the opposite direction, with its measured reason; **not testable here**, why. "
+        "Intervals are ours minus the comparison, in the table's units. "
+        + ", ".join(f"{reproduced}: {n}" for reproduced, n in counts.items())
+        + ".",
+        "",
+        "| table | the paper finds | ours | reproduced |",
+        "|---|---|---|---|",
+        *rows,
+        "",
+    ]
+
+
 def _machine() -> str:
     import torch
 
@@ -169,6 +204,7 @@ def document(index: dict, out: str, calls: list[dict] = ()) -> str:
         "no anchor, an RE not relevance-pretrained, the paper's training contexts) and differ from it in "
         "the one component under study.",
         "",
+        *verdict_table(index, paper),
     ]
     for key, title in PAPERS.items():
         lines += [f"## {title}", ""]

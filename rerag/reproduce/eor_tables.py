@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from rerag.reproduce.result import Result, markdown_table
+from rerag.reproduce.verdict import NO, YES, Verdict, by_direction, paired_difference, untestable, weakest
 from rerag.reproduce.workspace import Workspace, file_digest
 
 POOL = ["BM25@5", "Dense@5", "BM25@RR@5", "BM25@3&Dense@3", "ReFree"]
@@ -46,6 +47,30 @@ def _figure(ws: Workspace, done: dict, name: str, target: str) -> str:
     return path
 
 
+def _top_r(report: dict) -> str:
+    """The pool's best single retriever by test EM (ReFree aside), as the paper picks Top R."""
+    em = report["retriever_em"]
+    return max((name for name in em if name != "ReFree"), key=lambda name: em[name])
+
+
+def _eor_beats(report: dict, other: str) -> Verdict:
+    per, label = report["test_em"], other if other == "ReFree" else f"Top R ({other})"
+    return by_direction(f"EoR minus {label}, test EM", paired_difference(per["EoR"], per[other], scale=100))
+
+
+def _pairs_both_ways(rwr: list[list[float]], names: list[str]) -> tuple[int, int, list[str]]:
+    """Pairs of retrievers where each answers some of the questions the other gets wrong (RWR > 0 both
+    ways, eq. 1); the pairs where one never does."""
+    one_way = [
+        f"{names[i]}/{names[j]}"
+        for i in range(len(names))
+        for j in range(i + 1, len(names))
+        if not (rwr[i][j] > 0 and rwr[j][i] > 0)
+    ]
+    total = len(names) * (len(names) - 1) // 2
+    return total - len(one_way), total, one_way
+
+
 def table1(ws: Workspace) -> Result:
     """EM, F1 and MRLR (eq. 2, in the pool with EoR) of each retriever of the pool and of EoR on the
     test split, weights from dev."""
@@ -63,17 +88,32 @@ def table1(ws: Workspace) -> Result:
         {k: report[k] for k in keys},
         differs="one reader (the RE-RAG generator) and a pool of five retrievers on the synthetic world; no BEM "
         "(its BERT answer-equivalence model is not installable from the package registries)",
+        verdict=weakest(
+            _eor_beats(report, _top_r(report)),
+            Verdict(
+                f"MRLR: EoR {mrlr['EoR']:.3f}, the pool's lowest {min(v for k, v in mrlr.items() if k != 'EoR'):.3f}",
+                YES if mrlr["EoR"] <= min(mrlr.values()) else NO,
+                "" if mrlr["EoR"] <= min(mrlr.values()) else "a retriever of the pool has a lower MRLR than EoR",
+            ),
+        ),
     )
 
 
 def table2(ws: Workspace) -> Result:
     """One LM (the RE-RAG generator) across every retriever of the pool: EM, best and worst."""
-    em = _eor(ws)["report"]["retriever_em"]
+    report = _eor(ws)["report"]
+    em = report["retriever_em"]
     rows = [[name, value] for name, value in sorted(em.items(), key=lambda kv: -kv[1])]
     spread = max(em.values()) - min(em.values())
+    best, worst = rows[0][0], rows[-1][0]
+    per = report["test_em"]
     return Result(
         markdown_table(["retriever", "EM"], rows) + f"\n\nBest minus worst: {spread:.1f} EM.",
         {"retriever_em": em, "spread": spread},
+        verdict=by_direction(
+            f"best ({best}) minus worst ({worst}) retriever, one LM, test EM",
+            paired_difference(per[best], per[worst], scale=100),
+        ),
     )
 
 
@@ -82,7 +122,7 @@ def table4(ws: Workspace) -> Result:
     retriever by test EM, as the paper picks it) and EoR on the test split."""
     report = _eor(ws)["report"]
     em, f1 = report["retriever_em"], report["retriever_f1"]
-    top = max((name for name in em if name != "ReFree"), key=lambda name: em[name])
+    top = _top_r(report)
     rows = [
         ["ReFree", em["ReFree"], f1["ReFree"]],
         [f"Top R ({top})", em[top], f1[top]],
@@ -91,6 +131,7 @@ def table4(ws: Workspace) -> Result:
     return Result(
         markdown_table(["R", "EM", "F1"], rows),
         {"top_r": top, "em": {r[0]: r[1] for r in rows}, "f1": {r[0]: r[2] for r in rows}},
+        verdict=weakest(_eor_beats(report, top), _eor_beats(report, "ReFree")),
         differs="one reader on the synthetic world; no BEM (its BERT answer-equivalence model is not "
         "installable from the package registries)",
     )
@@ -100,10 +141,17 @@ def figure1(ws: Workspace) -> Result:
     """The relative win ratio (RWR, eq. 1) between every pair of retrievers and EoR."""
     path = _figure(ws, _eor(ws), "rwr_heatmap.png", "figure1_rwr_heatmap.png")
     report = _eor(ws)["report"]
+    names = list(report["retriever_em"])
+    both, total, one_way = _pairs_both_ways(report["rwr"], names)
     return Result(
-        f"RWR heatmap of the {len(report['retriever_em'])} retrievers and EoR on {report['num_test']} test questions.",
-        {},
+        f"RWR heatmap of the {len(names)} retrievers and EoR on {report['num_test']} test questions.",
+        {"rwr": report["rwr"], "names": [*names, "EoR"]},
         [path],
+        verdict=Verdict(
+            f"{both} of {total} retriever pairs win some of each other's failures (RWR > 0 both ways)",
+            YES if both == total else NO,
+            "" if both == total else f"one retriever of {', '.join(one_way)} never wins where the other fails",
+        ),
     )
 
 
@@ -134,23 +182,53 @@ def figure2(ws: Workspace) -> Result:
         f"{next(iter(reports.values()))['num_test']} test questions:\n\n" + markdown_table(["base model", *POOL], rows),
         {"mrlr_pool": models, "accuracy": {n: r["retriever_accuracy"] for n, r in reports.items()}},
         [path],
+        verdict=_inconsistent(reports),
         differs="one world (the paper: NQ, WebQ and TriviaQA) and the base models at hand"
         + ("" if ws.llm else " (no --llm given: the RE-RAG generator alone)")
         + "; correctness by containment, where the paper used BEM",
     )
 
 
+def _inconsistent(reports: dict[str, dict]) -> Verdict:
+    """EoR Figure 2's finding on the world at hand: every retriever's failures are partly won by others."""
+    lowest = {name: min(r["mrlr_pool"].values()) for name, r in reports.items()}
+    held = all(v > 0 for v in lowest.values())
+    return Verdict(
+        "lowest MRLR of the pool: " + "; ".join(f"{n} {v:.3f}" for n, v in lowest.items()),
+        YES if held else NO,
+        "lacks the paper's other datasets (NQ, WebQ, TriviaQA) and base LMs: one world here"
+        + ("" if held else "; a retriever is never beaten where it fails (MRLR 0)"),
+    )
+
+
 def figure5(ws: Workspace) -> Result:
     """The oracle upper bound (a question is right when any retriever of the sub-pool is) by pool size."""
+    report = _eor(ws)["report"]
     path = _figure(ws, _eor(ws), "upper_bound.png", "figure5_upper_bound.png")
-    return Result("Oracle EM of every sub-pool by pool size (boxes), the best single retriever dashed.", {}, [path])
+    correct = np.array([report["test_correct"][name] for name in report["retriever_em"]], dtype=float)
+    best = int(correct.mean(1).argmax())
+    bound = report["upper_bound"]
+    sizes = sorted(bound, key=int)
+    rising = all(bound[a] <= bound[b] for a, b in zip(sizes, sizes[1:]))
+    gain = by_direction(
+        "oracle of the whole pool minus the best single retriever, test accuracy (mean oracle by size: "
+        + ", ".join(f"{s}: {bound[s]:.1f}" for s in sizes)
+        + ")",
+        paired_difference(correct.max(0), correct[best], scale=100),
+    )
+    return Result(
+        "Oracle EM of every sub-pool by pool size (boxes), the best single retriever dashed.",
+        {"upper_bound": bound},
+        [path],
+        verdict=gain if rising else Verdict(gain.ours, NO, "the mean oracle falls with a larger pool somewhere"),
+    )
 
 
 def figure4(ws: Workspace) -> Result:
     """RWR of each error type of appendix B (retriever, hallucination, extraction, lucky guess)
     between every pair of retrievers, and each retriever's error rates."""
     done = _eor(ws)
-    rates = done["report"]["error_rates"]
+    rates, names = done["report"]["error_rates"], list(done["report"]["retriever_em"])
     paths = [_figure(ws, done, f"error_rwr_{e}.png", f"figure4_error_rwr_{e}.png") for e in rates]
     rows = [[name, *(f"{rates[e][name]:.1f}" for e in rates)] for name in done["report"]["retriever_em"]]
     return Result(
@@ -159,6 +237,34 @@ def figure4(ws: Workspace) -> Result:
         {"error_rates": rates},
         paths,
         differs="correctness is exact match (the paper used BEM)",
+        verdict=_retriever_errors_both_ways(done["report"]["error_rwr"]["retriever"], names),
+    )
+
+
+def _retriever_errors_both_ways(rwr: list[list[float]], names: list[str]) -> Verdict:
+    """EoR Figure 4's finding: retrievers of different sources avoid some of each other's retriever errors."""
+    sources = {name: name.split("@")[0] for name in names}
+    pairs = [
+        (a, b)
+        for i, a in enumerate(names)
+        for j, b in enumerate(names)
+        if i < j and sources[a] != sources[b] and "&" not in a + b
+    ]
+    if not pairs:
+        return untestable("no two retrievers of different sources in the pool", "the pool has one source")
+    index = {name: i for i, name in enumerate(names)}
+    pairs = [(a, b) for a, b in pairs if min(rwr[index[a]][index[b]], rwr[index[b]][index[a]]) >= 0]  # -1: undefined
+    if not pairs:
+        return untestable(
+            "retriever-error RWR undefined for every pair of different sources", "a retriever is free of the error"
+        )
+    both = [(a, b) for a, b in pairs if rwr[index[a]][index[b]] > 0 and rwr[index[b]][index[a]] > 0]
+    return Verdict(
+        f"retriever-error RWR > 0 both ways for {len(both)} of {len(pairs)} pairs of different sources ("
+        + ", ".join(f"{a}/{b} {rwr[index[a]][index[b]]:.2f}/{rwr[index[b]][index[a]]:.2f}" for a, b in pairs)
+        + ")",
+        YES if len(both) == len(pairs) else NO,
+        "" if len(both) == len(pairs) else "some pair is one-way: one retriever's errors are all the other's too",
     )
 
 
@@ -173,7 +279,15 @@ def figure3(ws: Workspace) -> Result:
     report = _eor(ws)["report"]
     values = {**report["retriever_em"], "EoR": report["eor_em"]}
     path = _bars(ws, values, "figure3_accuracy.png", "EM per retriever (test)", "EM (%)")
-    return Result(markdown_table(["system", "EM"], [[k, v] for k, v in values.items()]), values, [path])
+    return Result(
+        markdown_table(["system", "EM"], [[k, v] for k, v in values.items()]),
+        values,
+        [path],
+        verdict=untestable(
+            "EM per retriever on one world: " + ", ".join(f"{k} {v:.0f}" for k, v in values.items()),
+            "the finding is that retrievers' order changes from dataset to dataset; one world here",
+        ),
+    )
 
 
 def figure6(ws: Workspace) -> Result:
@@ -184,10 +298,18 @@ def figure6(ws: Workspace) -> Result:
         **{f"w^m {k}": v for k, v in weights["metrics"].items()},
     }
     path = _bars(ws, values, "figure6_weights.png", "Learned EoR weights", "weight")
+    kept = [name for name, w in weights["retrievers"].items() if w >= weights["threshold"]]
+    sparse = len(kept) < len(weights["retrievers"])
     return Result(
         markdown_table(["weight", "value"], [[k, f"{v:.3f}"] for k, v in values.items()]),
         {"weights": weights, "mean_retriever_weight": float(np.mean(list(weights["retrievers"].values())))},
         [path],
+        verdict=Verdict(
+            f"{len(kept)} of {len(weights['retrievers'])} retrievers weigh at least the filter threshold "
+            f"t = {weights['threshold']}: {', '.join(kept)}",
+            YES if sparse else NO,
+            "" if sparse else "every retriever keeps a weight above t",
+        ),
     )
 
 

@@ -8,6 +8,15 @@ from pathlib import Path
 from erag.cost import cost_table
 from rerag.defaults import ERAG_TOP_K
 from rerag.reproduce.result import Result, markdown_table, plot_lines
+from rerag.reproduce.verdict import (
+    Difference,
+    Verdict,
+    by_direction,
+    kendall_tau_of_rows,
+    paired_difference,
+    untestable,
+    weakest,
+)
 from rerag.reproduce.workspace import Workspace, file_digest
 
 METRICS = ["MAP", "MRR", "NDCG@{k}", "P@{k}", "R@{k}", "Hit@{k}"]
@@ -55,6 +64,41 @@ def _erag(
     return ws.step("erag", key, go)
 
 
+def _per_query(done: dict, labeling: str, metric: str) -> list[list[float]]:
+    """Rows of (the labeling's per-query metric, the end-to-end score), in question order, from the
+    run's erag_report.json."""
+    import json
+
+    report = json.loads((Path(done["folder"]) / "erag_report.json").read_text())
+    e2e, labels = report["end_to_end"]["per_query"], report["labelings"][labeling]["per_query"]
+    return [[labels[q][metric], e2e[q]] for q in sorted(e2e)]
+
+
+def _tau_difference(a: dict, a_labeling: str, a_metric: str, b: dict, b_labeling: str, b_metric: str) -> Difference:
+    """Kendall's tau with end-to-end performance of one (run, labeling, metric) minus another's,
+    with the questions resampled together."""
+    return paired_difference(
+        _per_query(a, a_labeling, a_metric), _per_query(b, b_labeling, b_metric), kendall_tau_of_rows
+    )
+
+
+def _erag_leads(done: dict, top_k: int, where: str) -> Verdict:
+    """eRAG's best metric against the best of every other labeling (eRAG Table 1's finding)."""
+    best = {labeling: t.format(k=top_k) for labeling, t in best_metrics(done["correlation"], top_k).items()}
+    if "erag" not in best or len(best) < 2:
+        return untestable(f"{where}: labelings with a defined tau: {sorted(best)}", "no two labelings to compare")
+    return weakest(
+        *(
+            by_direction(
+                f"{where}: eRAG ({best['erag']}) minus {other} ({metric}), Kendall's tau",
+                _tau_difference(done, "erag", best["erag"], done, other, metric),
+            )
+            for other, metric in best.items()
+            if other != "erag"
+        )
+    )
+
+
 def _tau(c: dict) -> str:
     return f"undefined ({c['undefined']})" if c.get("undefined") else f"{c['kendall_tau']:.3f}"
 
@@ -74,6 +118,7 @@ def table1(ws: Workspace) -> Result:
         results,
         differs="the reader is the RE-RAG generator (FiD-style marginalization), on the synthetic world; "
         "no KILT provenance or LLM judge there",
+        verdict=weakest(*(_erag_leads(done, ERAG_TOP_K, f"{r} lists") for r, done in results.items())),
     )
 
 
@@ -95,8 +140,19 @@ def figure1(ws: Workspace) -> Result:
     best = best_metrics(_erag(ws, "retriever")["correlation"], ERAG_TOP_K)
     names = {labeling: f"{labeling} ({template.format(k='k')})" for labeling, template in best.items()}
     taus = {names[labeling]: [] for labeling in best}
+    leads = []
     for k in ks:
-        correlation = _erag(ws, "retriever", k)["correlation"]
+        done = _erag(ws, "retriever", k)
+        correlation = done["correlation"]
+        if "erag" in best and len(best) > 1:
+            leads += [
+                by_direction(
+                    f"k={k}: eRAG minus {other}",
+                    _tau_difference(done, "erag", best["erag"].format(k=k), done, other, template.format(k=k)),
+                )
+                for other, template in best.items()
+                if other != "erag"
+            ]
         for labeling, template in best.items():
             c = correlation[labeling][template.format(k=k)]
             taus[names[labeling]].append(None if c.get("undefined") else c["kendall_tau"])
@@ -111,7 +167,12 @@ def figure1(ws: Workspace) -> Result:
     rows = [
         [k, *(("undefined" if taus[n][i] is None else f"{taus[n][i]:.3f}") for n in taus)] for i, k in enumerate(ks)
     ]
-    return Result(markdown_table(["k", *taus], rows), {"k": ks, "kendall_tau": taus, "best_metric": best}, [path])
+    return Result(
+        markdown_table(["k", *taus], rows),
+        {"k": ks, "kendall_tau": taus, "best_metric": best},
+        [path],
+        verdict=weakest(*leads) if leads else untestable("one labeling defined", "no second labeling to compare"),
+    )
 
 
 def figure3(ws: Workspace) -> Result:
@@ -135,12 +196,27 @@ def figure3(ws: Workspace) -> Result:
         "eRAG metric",
         "Kendall's tau with end-to-end EM",
     )
+    fid, ipa = results.values()
+    metric = best_metrics(fid["correlation"], ERAG_TOP_K).get("erag", "").format(k=ERAG_TOP_K)
+    verdict = (
+        by_direction(
+            f"eRAG ({metric}) with the per-document fusion reader minus with in-prompt, Kendall's tau",
+            _tau_difference(fid, "erag", metric, ipa, "erag", metric),
+        )
+        if metric
+        else untestable("eRAG's tau is undefined with the fusion reader", "its metric or end-to-end score is constant")
+    )
     return Result(
         f"End-to-end EM ({ERAG_TOP_K} documents): {e2e}.\n\n" + markdown_table(["labeling", "metric", *results], rows),
         results,
         [path],
+        verdict=verdict,
         differs="the paper compares a FiD T5 with in-prompt LLMs; here one generator reads both ways",
     )
+
+
+def _defined(by_metric: dict) -> list[float]:
+    return [c["kendall_tau"] for c in by_metric.values() if not c.get("undefined")] or [float("nan")]
 
 
 def figure2(ws: Workspace) -> Result:
@@ -171,11 +247,18 @@ def figure2(ws: Workspace) -> Result:
         ]
         for name, r in results.items()
     ]
+    verdict = untestable(
+        "eRAG's best Kendall's tau by reader: "
+        + "; ".join(f"{name} {max(_defined(r['correlation']['erag'])):.3f}" for name, r in results.items()),
+        "lacks readers of several sizes trained alike (the paper: FiD T5-small and T5-base); "
+        + ("two readers of different kinds here" if len(results) > 1 else "one reader here (no --llm)"),
+    )
     return Result(
         "Kendall's tau of each eRAG metric with the end-to-end accuracy (right = the output contains a "
         "gold answer):\n\n" + markdown_table(["reader", "parameters", "end-to-end accuracy", *metrics], rows),
         results,
         [path],
+        verdict=verdict,
         differs="the paper's readers are FiD T5 small/base/large trained alike; here the readers at hand "
         "(the RE-RAG generator, and an LLM when --llm names one)"
         + ("" if ws.llm else "; no --llm given, so one reader size only"),

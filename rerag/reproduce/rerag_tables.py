@@ -16,7 +16,16 @@ import numpy as np
 from rerag.defaults import DENSE_ENCODER
 from rerag.infer import unanswerable
 from rerag.reproduce.result import Result, markdown_table, plot_lines
-from rerag.reproduce.workspace import Workspace
+from rerag.reproduce.verdict import (
+    Difference,
+    Verdict,
+    by_direction,
+    f1_of_rows,
+    paired_difference,
+    untestable,
+    weakest,
+)
+from rerag.reproduce.workspace import DEMO_DATA, Workspace
 
 #: The overlay the comparisons train from.
 REFERENCE = "rerag:configs/paper_reference.yaml"
@@ -26,6 +35,20 @@ def _em(predictions: list[dict]) -> float:
     from erag.answers import exact_match
 
     return 100 * float(np.mean([exact_match(p["reader_answer"], p["answers"]) for p in predictions]))
+
+
+def _results(run: dict) -> dict[str, dict]:
+    """`rerag test`'s per-question rows of a tested run, by question id."""
+    from pathlib import Path
+
+    from rerag.infer.compare import load_results
+
+    return load_results(Path(run["folder"]) / "test_results.jsonl")
+
+
+def _synthetic(ws: Workspace) -> bool:
+    """Whether the world is the project's generated one, whose facts no LM knows."""
+    return ws.scale_name == "toy" or ws.data_dir == DEMO_DATA
 
 
 def table1(ws: Workspace) -> Result:
@@ -42,10 +65,13 @@ def table1(ws: Workspace) -> Result:
         predictions = ws.predictions(run, "test", k, calibrated=False, mode=mode, llm=ws.llm)
         rows.append([f"{reader}, {label}", _em(predictions)])
     data = {"em": {row[0]: row[1] for row in rows}, "top_k": k, "questions": len(predictions)}
+    results = list(_results(run).values())
+    gain = paired_difference([r["em"] for r in results], [r["em_retriever_order"] for r in results], scale=100)
     return Result(
         markdown_table(["system", "test EM"], rows),
         data,
         differs=None if ws.llm else "no LLM given (--llm): the LM rows read with the trained generator",
+        verdict=by_direction(f"RE-RAG minus the same generator on the retriever's top {k}, test EM", gain),
     )
 
 
@@ -62,10 +88,29 @@ def table2(ws: Workspace) -> Result:
     ]
     for depth in depths:
         rows.append([f"RE, {depth}", *(100 * test.get(f"test/{depth}/re_recall@{k}", float("nan")) for k in ks)])
-    pointwise = _pointwise(ws)["test"]
+    pointwise_run = _pointwise(ws)
+    pointwise = pointwise_run["test"]
     rows.append(["MonoT5-style pointwise RE, whole list", *(100 * pointwise[f"test/re_recall@{k}"] for k in ks)])
     data = {row[0]: dict(zip(map(str, ks), row[1:])) for row in rows}
-    return Result(markdown_table(["ranking", *(f"R@{k}" for k in ks)], rows), data)
+    return Result(
+        markdown_table(["ranking", *(f"R@{k}" for k in ks)], rows),
+        data,
+        verdict=_reranks_better(_results(ws.main()), _results(pointwise_run)),
+    )
+
+
+def _reranks_better(main: dict[str, dict], pointwise: dict[str, dict]) -> Verdict:
+    """Recall@1 (has-answer) of the RE against the retriever's order and the pointwise RE, paired by question."""
+    from rerag.metrics import hits_at_k
+
+    def hits(rows: dict[str, dict], order: str) -> np.ndarray:
+        return hits_at_k([rows[i]["first_hit"][order]["has_answer"] for i in sorted(main)], 1)
+
+    re = hits(main, "re")
+    return weakest(
+        by_direction("RE minus retriever order, test R@1", paired_difference(re, hits(main, "retriever"), scale=100)),
+        by_direction("RE minus pointwise RE, test R@1", paired_difference(re, hits(pointwise, "re"), scale=100)),
+    )
 
 
 def _retriever_sets(ws: Workspace, run: dict, confidence: str = "cosine") -> dict[str, list[dict]]:
@@ -157,6 +202,18 @@ def table3(ws: Workspace) -> Result:
         name: {**t["classifier"], "unanswerable": t["unanswerable"], "questions": t["questions"]}
         for name, t in tables.items()
     }
+    ours = 'RE-RAG: max_j P("true")'
+    verdict = weakest(
+        *(
+            by_direction(
+                f"RE-RAG minus {other.split(':')[0]}, unanswerable F1",
+                _f1_difference(sets[ours]["test"], sets[other]["test"], tables[ours], tables[other]),
+                opposite_because=f"each classifies its own top {ws.top_k}: {systems[ours]['unanswerable']} "
+                f"unanswerable sets for the RE against {systems[other]['unanswerable']}",
+            )
+            for other in ('MonoT5-style pointwise: max_j P("true")', "retriever: max_j cosine (all-MiniLM-L6-v2)")
+        )
+    )
     rows = [
         [
             name,
@@ -175,7 +232,21 @@ def table3(ws: Workspace) -> Result:
         ),
         {"top_k": ws.top_k, "systems": systems},
         differs="the contexts are BM25's; the retriever's cosine is all-MiniLM-L6-v2's over them, not FiD-KD's",
+        verdict=verdict,
     )
+
+
+def _f1_difference(a: list[dict], b: list[dict], table_a: dict, table_b: dict) -> Difference:
+    """F1 of "unanswerable" (confidence below the dev threshold of `table_a` / `table_b`) of one
+    system's sets minus another's, paired by question: each classifies its own top k, as in the paper."""
+
+    def rows(sets: list[dict], table: dict) -> dict[str, list[float]]:
+        threshold = table["classifier"]["threshold"]
+        return {r["id"]: [float(r["confidence"] < threshold), float(not r["answerable"])] for r in sets}
+
+    ours, theirs = rows(a, table_a), rows(b, table_b)
+    ids = sorted(set(ours) & set(theirs))
+    return paired_difference([ours[i] for i in ids], [theirs[i] for i in ids], f1_of_rows, scale=100)
 
 
 def _accuracy(ws: Workspace, variants: dict[str, dict[str, list[dict]]], figure: str) -> Result:
@@ -198,6 +269,19 @@ def _accuracy(ws: Workspace, variants: dict[str, dict[str, list[dict]]], figure:
     )
 
 
+def _thresholding_gain(sets: dict[str, list[dict]]) -> dict[str, float]:
+    """Per test question, Table 4's accuracy after answering "unanswerable" below the dev threshold
+    minus before (+1 on a caught unanswerable set, -1 on a right answer withheld), by question id."""
+    threshold = unanswerable.report(sets["dev"], sets["test"])["threshold"]
+    withheld = unanswerable.UNANSWERABLE
+    return {
+        r["id"]: float(unanswerable.is_right(withheld, r)) - float(unanswerable.is_right(r["reader_answer"], r))
+        if r["confidence"] < threshold
+        else 0.0
+        for r in sets["test"]
+    }
+
+
 def table4(ws: Workspace) -> Result:
     """Accuracy on the answerable (O) and unanswerable (X) test sets before and after answering
     "unanswerable" below the dev threshold; X counts only "unanswerable" outputs as right."""
@@ -206,7 +290,14 @@ def table4(ws: Workspace) -> Result:
         'max_j P("true") (the paper\'s)': _re_sets(ws, run),
         "set-calibrated (ours)": _re_sets(ws, run, paper=False),
     }
-    return _accuracy(ws, variants, "table4_risk_coverage.png")
+    result = _accuracy(ws, variants, "table4_risk_coverage.png")
+    gain = list(_thresholding_gain(variants['max_j P("true") (the paper\'s)']).values())
+    result.verdict = by_direction(
+        'RE max_j P("true") thresholding, test accuracy over O and X, after minus before',
+        paired_difference(gain, np.zeros(len(gain)), scale=100),
+        opposite_because="the answers it withholds on O outnumber the unanswerable sets it catches on X",
+    )
+    return result
 
 
 def table12(ws: Workspace) -> Result:
@@ -218,6 +309,16 @@ def table12(ws: Workspace) -> Result:
     }
     result = _accuracy(ws, variants, "table12_risk_coverage.png")
     result.differs = "the contexts are BM25's; the cosine is all-MiniLM-L6-v2's over them, not FiD-KD's"
+    re_gain, cosine_gain = (
+        _thresholding_gain(_re_sets(ws, run)),
+        _thresholding_gain(variants["max_j cosine (the paper's)"]),
+    )
+    ids = sorted(re_gain)
+    result.verdict = by_direction(
+        "accuracy gained by thresholding (Table 4's after minus before), RE minus retriever cosine",
+        paired_difference([re_gain[i] for i in ids], [cosine_gain[i] for i in ids], scale=100),
+        opposite_because="the retriever's cosine threshold withholds fewer right answers than the RE's",
+    )
     return result
 
 
@@ -234,11 +335,29 @@ def _mixed(ws: Workspace, sets: dict[str, list[dict]]) -> Result:
     else:
         generator = load_checkpoint(ws.main()["checkpoint"])[1]
         reader = ParametricReader(generator.as_lm(), template=generator.template)
-    mixed = unanswerable.mixed_strategy(test, reader([r["question"] for r in test]), threshold)
+    parametric = reader([r["question"] for r in test])
+    mixed = unanswerable.mixed_strategy(test, parametric, threshold)
     rows = [
         [unanswerable.MIXED_NAMES[name], 100 * mixed[name]["em"], 100 * mixed[name]["f1"]]
         for name in ("rerag", "llm_alone", "mixed")
     ]
+    from erag.answers import exact_match
+
+    switched = [
+        exact_match(p, r["answers"]) - exact_match(r["reader_answer"], r["answers"])
+        if r["confidence"] < threshold
+        else 0
+        for r, p in zip(test, parametric)
+    ]
+    ours = f"mixed minus RAG alone, test EM ({mixed['to_llm']} of {mixed['questions']} questions to the closed-book LM)"
+    gain = paired_difference(switched, np.zeros(len(switched)), scale=100)
+    verdict = (
+        untestable(
+            f"{ours}: {gain}", "the world is the project's generated one: no LM's parametric knowledge holds its facts"
+        )
+        if _synthetic(ws)
+        else by_direction(ours, gain)
+    )
     return Result(
         f"Threshold {threshold}; {mixed['to_llm']} of {mixed['questions']} test questions "
         "go to the closed-book LM.\n\n" + markdown_table(["system", "EM", "F1"], rows),
@@ -247,6 +366,7 @@ def _mixed(ws: Workspace, sets: dict[str, list[dict]]) -> Result:
         if ws.llm
         else "no LLM given (--llm): the trained generator answers closed-book, and "
         "on a synthetic world it knows nothing, so this checks the mechanics only",
+        verdict=verdict,
     )
 
 
@@ -279,6 +399,7 @@ def table6(ws: Workspace) -> Result:
     RE-RAG trained as long. The RE is RE-RAG's; every row reads the same test questions."""
     import torch
 
+    from erag.answers import exact_match
     from rerag.infer.export import load_checkpoint
     from rerag.infer.readers import RAGReader
 
@@ -301,15 +422,22 @@ def table6(ws: Workspace) -> Result:
         "baseline + RE rerank, score": (baseline, by_re, re_scores),
         "RE-RAG": (rerag_generator, by_re, re_scores),
     }
-    em = {}
+    em, right = {}, {}
     for name, (generator, kept, scores) in rows.items():
         reader = RAGReader(generator.as_lm())
         contexts = [[r["ctxs"][j] for j in idx.tolist()] for r, idx in zip(records, kept)]
         answers = reader.answer([r["question"] for r in records], contexts, [s[idx] for s, idx in zip(scores, kept)])
-        em[name] = _em([{"reader_answer": a.text, "answers": r["answers"]} for a, r in zip(answers, records)])
+        right[name] = [exact_match(a.text, r["answers"]) for a, r in zip(answers, records)]
+        em[name] = 100 * float(np.mean(right[name]))
     return Result(
         markdown_table(["model", "test EM"], [[n, v] for n, v in em.items()]),
         {"em": em, "questions": len(records), "top_k": k, "steps": ws.scale.ablation_steps},
+        verdict=by_direction(
+            "baseline + RE rerank, score minus baseline, test EM",
+            paired_difference(
+                right["baseline + RE rerank, score"], right["baseline (retriever's top k and scores)"], scale=100
+            ),
+        ),
     )
 
 
@@ -320,7 +448,7 @@ def table7(ws: Workspace) -> Result:
 
     from rerag.infer.export import load_checkpoint
 
-    means = {}
+    means, per_context = {}, {}
     runs = {"RE-RAG": _ablation(ws), "- normalization": _ablation(ws, validate=False, normalize_re=False)}
     for name, run in runs.items():
         estimator = load_checkpoint(run["checkpoint"])[0]
@@ -334,10 +462,17 @@ def table7(ws: Workspace) -> Result:
                     p_true += log_t.exp().tolist()
                     re += torch.sigmoid(log_t - log_f).tolist()
         means[name] = {"p_true": float(np.mean(p_true)), "re": float(np.mean(re)), "contexts": len(p_true)}
+        per_context[name] = p_true
     rows = [[name, f"{m['p_true']:.4f}", f"{m['re']:.4f}", m["contexts"]] for name, m in means.items()]
     return Result(
         markdown_table(["training", 'P("true"), full vocabulary', "RE (eq. 3)", "answerable contexts"], rows),
         {"means": means, "steps": ws.scale.ablation_steps},
+        verdict=by_direction(
+            'without minus with normalization, mean P("true") on answerable test contexts',
+            paired_difference(per_context["- normalization"], per_context["RE-RAG"]),
+            expected=-1,
+            opposite_because="without eq. 3, L_tok alone keeps the true/false pair's share of the vocabulary",
+        ),
     )
 
 
@@ -394,15 +529,44 @@ def figure2(ws: Workspace) -> Result:
         {"bins": centers, "em": curves, "questions": counts},
         [path],
         differs="the paper varies the generator's size (LLMs); here the RE's width varies, the generator is the demo's",
+        verdict=untestable(
+            "EM by confidence bin for each RE: " + "; ".join(f"{n}: {_bins_line(curves[n])}" for n in runs),
+            "the paper compares generators of several sizes (7B to 70B LLMs) by confidence; one generator here",
+        ),
     )
 
 
+def _bins_line(curve: list[float | None]) -> str:
+    return " / ".join("-" if v is None else f"{v:.0f}" for v in curve)
+
+
 def table8(ws: Workspace) -> Result:
-    """Dev EM with and without L_re (alpha_re = 0), both trained for the scale's ablation steps."""
+    """Dev EM with and without L_re (alpha_re = 0), both trained for the scale's ablation steps: at
+    the last validation of the fit, and reading the RE's top k of every dev question (`rerag
+    predict-file`), per question for the paired interval."""
+    from erag.answers import exact_match
+
     runs = {"RE-RAG": _ablation(ws), "without L_re": _ablation(ws, alpha_re=0.0)}
     em = {name: 100 * run["val"]["val/em"] for name, run in runs.items()}
-    rows = [[name, value] for name, value in em.items()] + [["difference", em["without L_re"] - em["RE-RAG"]]]
-    return Result(markdown_table(["training", "dev EM"], rows), {"dev_em": em, "steps": ws.scale.ablation_steps})
+    right = {
+        name: [
+            exact_match(p["reader_answer"], p["answers"])
+            for p in ws.predictions(run, "dev", ws.top_k, calibrated=False)
+        ]
+        for name, run in runs.items()
+    }
+    read = {name: 100 * float(np.mean(r)) for name, r in right.items()}
+    rows = [[name, em[name], read[name]] for name in runs]
+    rows.append(["difference", em["without L_re"] - em["RE-RAG"], read["without L_re"] - read["RE-RAG"]])
+    return Result(
+        markdown_table(["training", "dev EM (validation)", f"dev EM (RE's top {ws.top_k}, every question)"], rows),
+        {"dev_em": em, "dev_em_top_k": read, "steps": ws.scale.ablation_steps},
+        verdict=by_direction(
+            f"without minus with L_re, dev EM reading the RE's top {ws.top_k}",
+            paired_difference(right["without L_re"], right["RE-RAG"], scale=100),
+            expected=-1,
+        ),
+    )
 
 
 TABLES = {

@@ -5,16 +5,20 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from rerag.reproduce.verdict import Verdict
+
 
 @dataclass
 class Result:
-    """A reproduced table or figure: its Markdown, its numbers (JSON), its PNGs, and a line on how
-    ours differs in kind from the paper's setting (None when it does not)."""
+    """A reproduced table or figure: its Markdown, its numbers (JSON), its PNGs, a line on how
+    ours differs in kind from the paper's setting (None when it does not), and whether it
+    reproduces the paper's finding (`rerag.reproduce.verdict`)."""
 
     markdown: str
     data: dict[str, Any]
     figures: list[str] = field(default_factory=list)
     differs: str | None = None
+    verdict: Verdict | None = None
 
 
 def markdown_table(header: list[str], rows: list[list[Any]]) -> str:

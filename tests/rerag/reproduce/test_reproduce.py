@@ -98,6 +98,10 @@ def test_toy_reproduction_of_one_table_per_paper(tmp_path):
     sections = {part.split(":")[0]: part for part in text.split("### ")}
     assert "| RE-RAG generator |" in sections["Ensemble of Retrievers Figure 2"]  # its pool's MRLR
     assert "**Ours** (`rerag reproduce re-rag figure2 --scale toy`" in sections["RE-RAG Figure 2"]
+    for paper, tables in index.items():  # each made table says whether it reproduces its finding
+        for name, entry in tables.items():
+            assert entry["verdict"]["reproduced"] in {"yes", "partly", "no", "not testable here"}, (paper, name)
+            assert f"| {entry['verdict']['ours'].replace('|', '/')} |" in text.split("## Verdicts")[1]
 
     main(["reproduce", "re-rag", "table2", *args])  # everything it needs is cached
     again = json.loads((out / "index.json").read_text())["re-rag"]["table2"]
@@ -107,7 +111,8 @@ def test_toy_reproduction_of_one_table_per_paper(tmp_path):
 
 def test_document_lists_tables_not_run_yet(tmp_path):
     text = document({}, str(tmp_path))
-    assert text.count("not run yet") == sum(map(len, NAMED.values()))
+    verdicts, sections = text.split("\n## RE-RAG\n", 1)
+    assert sections.count("not run yet") == verdicts.count("**not run yet**") == sum(map(len, NAMED.values()))
 
 
 def test_a_workspace_names_the_options_that_made_it(tmp_path):
