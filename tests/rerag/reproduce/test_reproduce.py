@@ -147,3 +147,34 @@ def test_a_step_on_a_checkpoint_reruns_when_its_weights_change(tmp_path):
     ckpt.write_bytes(b"weights two")
     ws.step("eor", [str(ckpt), file_digest(ckpt)], run)
     assert len(calls) == 2
+
+
+def test_erag_table2_judges_speed_and_memory_against_fid_and_says_where_the_time_went():
+    from rerag.reproduce.erag_tables import _cost_verdict
+
+    table = "\n".join(
+        [
+            "| configuration | E2E concat | E2E FiD | eRAG | concat/eRAG | FiD/eRAG |",
+            "|---|---|---|---|---|---|",
+            "| runtime, wall (E2E 2 queries/batch, eRAG 100 pairs) | 188.5 s | 81.9 s | 91.0 s | 2.07x | 0.90x |",
+            "| memory, document-level (E2E 1 query, eRAG 1 pair) | 1644.1 MiB | 247.0 MiB | 9.0 MiB | 182.20x | 27.37x |",
+        ]
+    )
+    profile = "\n".join(
+        [
+            "Where the time goes",
+            "",
+            "| configuration | wall s | CPU s | encoder s | decoder s | LM head s | other s | enc tokens | dec pos |",
+            "|---|---|---|---|---|---|---|---|---|",
+            "| 100 words: E2E concat, 1 queries/batch | 38.6 | 38.1 | 36.6 | 1.8 | 0.1 | 0.1 | 10046/10046 | 16 |",
+            "| 100 words: E2E FiD, 1 queries/batch | 9.1 | 9.0 | 7.1 | 1.7 | 0.1 | 0.1 | 12300/12300 | 16 |",
+            "| 100 words: eRAG, 10 pairs/batch | 12.0 | 11.9 | 6.7 | 3.5 | 1.5 | 0.3 | 12300/12300 | 800 |",
+            "",
+            "100 words: fastest E2E FiD / fastest eRAG = 0.76x",
+        ]
+    )
+    verdict = _cost_verdict(table, profile)
+    assert verdict.reproduced == "no" and "0.90x" in verdict.ours and "27.37x" in verdict.ours
+    assert "800 decoder positions against FiD's 16" in verdict.why and "= 0.76x" in verdict.why
+    faster = _cost_verdict(table.replace("| 0.90x |", "| 1.30x |"), profile)
+    assert faster.reproduced == "yes" and not faster.why
