@@ -322,8 +322,8 @@ def _cost_verdict(table: str, profile: str) -> Verdict:
     ratio = {}  # row label -> FiD / eRAG (the table's last column)
     for line in table.splitlines()[2:]:
         cells = [c.strip() for c in line.strip("|").split("|")]
-        ratio[cells[0].split(" (")[0]] = float(cells[-1].rstrip("x"))
-    speed, memory = ratio["runtime, wall"], ratio["memory, document-level"]
+        ratio[cells[0].split(" (")[0].replace(",", "")] = float(cells[-1].rstrip("x"))
+    speed, memory = ratio["runtime wall"], ratio["memory document-level"]
     rows = [line for line in profile.splitlines() if line.startswith("|")][2:]
     decoded = {c[0].strip(): c[8].strip() for c in (line.strip("|").split("|") for line in rows)}
     fid = next(v for k, v in decoded.items() if "E2E FiD" in k)

@@ -1,0 +1,100 @@
+"""How fast is the joint training step (eq. 12: RE and generator both train) on a real LM?
+
+Builds `configs/squad_smollm2.yaml`'s module joint from step 0 (`model.teacher_steps 0`: the
+generator scores F_ij live, as in the joint stage) and times its training step (forward and
+backward over both adapters; the optimizer step is left out) on the same training questions under
+four settings, in one run, each on the data its settings make:
+
+1. the earlier joint config: the title and the long instruction in both prompts, 256 prompt tokens,
+   whole passages, label words "true"/"false", the RE adapted on q/k/v/o of the top 8 layers;
+2. the config as shipped: no title, 192 tokens, 60-word training windows, "True"/"False", the RE
+   adapted on all 7 linear modules of all 30 layers;
+3. the config with whole passages (what the windows save);
+4. the config with the RE adapted as in 1 (what adapting every layer costs).
+
+Printed per setting: RE and generator prompt tokens per context (real, and padded to the batch's
+longest), seconds per question and the speed-up against 1.
+
+    python benchmarks/joint_step_speed.py --questions 4
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import torch
+from re_teacher_speed import LONG_GEN, LONG_RE, batches, time_steps
+
+from rerag.data.datamodule import RERAGDataModule
+from rerag.fit_config import build_fit
+
+TOP_8 = "[22, 23, 24, 25, 26, 27, 28, 29]"
+EARLIER_RE = ["--model.estimator_lora.target_modules", "[q_proj, k_proj, v_proj, o_proj]"]
+EARLIER_RE += ["--model.estimator_lora.layers_to_transform", TOP_8]
+EARLIER_PROMPTS = {
+    "re_template": LONG_RE,
+    "generator_template": LONG_GEN,
+    "re_max_length": 256,
+    "generator_max_length": 256,
+    "train_context_words": None,
+}
+EARLIER_WORDS = ["--model.true_word", "true", "--model.false_word", "false"]
+
+
+def settings() -> dict[str, tuple[list[str], dict]]:
+    """Each row's model overrides (a build of its own when they differ) and datamodule overrides."""
+    return {
+        "earlier joint config": (EARLIER_RE + EARLIER_WORDS, EARLIER_PROMPTS),
+        "as shipped": ([], {}),
+        "as shipped, whole passages": ([], {"train_context_words": None}),
+        "as shipped, RE on the top 8 layers' attention": (EARLIER_RE, {}),
+    }
+
+
+def tokens(rows: list[dict], key: str) -> tuple[float, float]:
+    """Real and padded prompt tokens per context of one model's inputs (`re` or `gen`)."""
+    mask = [b[key]["attention_mask"] for b in rows]
+    contexts = sum(m.shape[0] for m in mask)
+    return sum(int(m.sum()) for m in mask) / contexts, sum(m.numel() for m in mask) / contexts
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--config", type=Path, default=Path("configs/squad_smollm2.yaml"))
+    p.add_argument("--questions", type=int, default=4, help="timed training questions per setting")
+    args = p.parse_args()
+    common = ["--config", str(args.config), "--trainer.logger", "false"]
+    common += ["--model.teacher_steps", "0", "--model.teacher_cache_dir", "null"]
+    built: dict[str, object] = {}
+    results = {}
+    for name, (model_args, data_args) in settings().items():
+        key = " ".join(model_args)
+        if key not in built:
+            torch.manual_seed(0)
+            cli = build_fit(common + model_args)
+            cli.model.log_dict = lambda *a, **k: None  # no trainer attached: the step's logging is a no-op here
+            built = {key: cli}  # one model in memory at a time
+        cli = built[key]
+        base = {k: v for k, v in cli.datamodule.hparams.items() if not k.startswith("_")}  # not _class_path
+        rows = batches(RERAGDataModule(**(base | data_args)), args.questions)
+        results[name] = (time_steps(cli.model, rows), tokens(rows, "re"), tokens(rows, "gen"))
+        print(name, results[name], flush=True)
+
+    baseline = next(iter(results.values()))[0]
+    print(
+        f"\nJoint training step, {args.config.name}, {args.questions} questions per setting, {torch.get_num_threads()} threads\n"
+    )
+    print(
+        "| setting | RE tokens per context (padded) | generator tokens per context (padded) | s per question | speed-up |"
+    )
+    print("|---|---|---|---|---|")
+    for name, (seconds, (re_real, re_pad), (gen_real, gen_pad)) in results.items():
+        print(
+            f"| {name} | {re_real:.0f} ({re_pad:.0f}) | {gen_real:.0f} ({gen_pad:.0f}) | {seconds:.2f} | "
+            f"{baseline / seconds:.2f}x |"
+        )
+
+
+if __name__ == "__main__":
+    main()
