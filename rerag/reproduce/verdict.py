@@ -54,22 +54,15 @@ def paired_difference(
     (100 for percentages)."""
     from scipy.stats import bootstrap
 
+    from rerag.infer.compare import interval
+
     a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
     if len(a) != len(b) or not len(a):
         raise ValueError(f"a paired difference needs two equal, non-empty samples; got {len(a)} and {len(b)}")
-    if statistic is None:
+    if statistic is None:  # the interval of the mean per-question difference, as `rerag compare` gives it
         diff = a - b
-        value = float(diff.mean())
-        if np.all(diff == diff[0]):  # no spread: every resample has the same mean
-            return Difference(scale * value, scale * value, scale * value)
-        ci = bootstrap(
-            (diff,),
-            np.mean,
-            n_resamples=RESAMPLES,
-            method="percentile",
-            vectorized=True,
-            random_state=np.random.default_rng(SEED),
-        ).confidence_interval
+        low, high = interval(diff, RESAMPLES, SEED)
+        return Difference(scale * float(diff.mean()), scale * low, scale * high)
     else:
         value = statistic(a) - statistic(b)
         index = np.arange(len(a))

@@ -27,8 +27,8 @@ def make_tokenizer():
     )
 
 
-@pytest.fixture
-def t5():
+def tiny_t5(**config):
+    """A tiny T5 reader and its tokenizer, seeded; `config` adds to or overrides the T5Config."""
     torch.manual_seed(0)
     tokenizer = make_tokenizer()
     config = T5Config(
@@ -41,9 +41,14 @@ def t5():
         pad_token_id=tokenizer.pad_token_id,
         eos_token_id=tokenizer.eos_token_id,
         decoder_start_token_id=tokenizer.pad_token_id,
-        initializer_factor=5.0,  # outputs depend on inputs
+        **config,
     )
     return T5ForConditionalGeneration(config).eval(), tokenizer
+
+
+@pytest.fixture
+def t5():
+    return tiny_t5(initializer_factor=5.0)  # outputs depend on inputs
 
 
 @pytest.fixture

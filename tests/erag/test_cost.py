@@ -5,32 +5,17 @@ import argparse
 import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
-from transformers import T5Config, T5ForConditionalGeneration
 
 from erag.cost import Meter, build_reader, packed_fid, parse_args, profile_run, synthetic_data, word_range
 from erag.readers import HFReader
-from tests.erag.conftest import CONTEXTS, QUESTIONS, make_tokenizer
+from tests.erag.conftest import CONTEXTS, QUESTIONS, tiny_t5
 
 TINY = ["--d-model", "32", "--d-ff", "64", "--layers", "2", "--heads", "4", "--vocab", "200", "--max-new-tokens", "3"]
 
 
 @pytest.fixture
 def eager_t5():
-    torch.manual_seed(0)
-    tokenizer = make_tokenizer()
-    config = T5Config(
-        vocab_size=len(tokenizer),
-        d_model=32,
-        d_ff=64,
-        d_kv=8,
-        num_layers=2,
-        num_heads=4,
-        pad_token_id=tokenizer.pad_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        decoder_start_token_id=tokenizer.pad_token_id,
-        attn_implementation="eager",  # plain matmuls, all seen by FlopCounterMode
-    )
-    return T5ForConditionalGeneration(config).eval(), tokenizer
+    return tiny_t5(attn_implementation="eager")  # plain matmuls, all seen by FlopCounterMode
 
 
 @pytest.mark.parametrize("fusion", ["concat", "fid"])
