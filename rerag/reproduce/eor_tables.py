@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from rerag.reproduce.result import Result, markdown_table
-from rerag.reproduce.verdict import NO, YES, Verdict, by_direction, paired_difference, untestable, weakest
+from rerag.reproduce.verdict import NO, YES, Verdict, by_direction, holds, paired_difference, untestable, weakest
 from rerag.reproduce.workspace import Workspace, file_digest
 
 POOL = ["BM25@5", "Dense@5", "BM25@RR@5", "BM25@3&Dense@3", "ReFree"]
@@ -90,10 +90,10 @@ def table1(ws: Workspace) -> Result:
         "(its BERT answer-equivalence model is not installable from the package registries)",
         verdict=weakest(
             _eor_beats(report, _top_r(report)),
-            Verdict(
+            holds(
                 f"MRLR: EoR {mrlr['EoR']:.3f}, the pool's lowest {min(v for k, v in mrlr.items() if k != 'EoR'):.3f}",
-                YES if mrlr["EoR"] <= min(mrlr.values()) else NO,
-                "" if mrlr["EoR"] <= min(mrlr.values()) else "a retriever of the pool has a lower MRLR than EoR",
+                mrlr["EoR"] <= min(mrlr.values()),
+                "a retriever of the pool has a lower MRLR than EoR",
             ),
         ),
     )
@@ -147,10 +147,10 @@ def figure1(ws: Workspace) -> Result:
         f"RWR heatmap of the {len(names)} retrievers and EoR on {report['num_test']} test questions.",
         {"rwr": report["rwr"], "names": [*names, "EoR"]},
         [path],
-        verdict=Verdict(
+        verdict=holds(
             f"{both} of {total} retriever pairs win some of each other's failures (RWR > 0 both ways)",
-            YES if both == total else NO,
-            "" if both == total else f"one retriever of {', '.join(one_way)} never wins where the other fails",
+            both == total,
+            f"one retriever of {', '.join(one_way)} never wins where the other fails",
         ),
     )
 
@@ -203,8 +203,9 @@ def _inconsistent(reports: dict[str, dict]) -> Verdict:
 
 def figure5(ws: Workspace) -> Result:
     """The oracle upper bound (a question is right when any retriever of the sub-pool is) by pool size."""
-    report = _eor(ws)["report"]
-    path = _figure(ws, _eor(ws), "upper_bound.png", "figure5_upper_bound.png")
+    done = _eor(ws)
+    report = done["report"]
+    path = _figure(ws, done, "upper_bound.png", "figure5_upper_bound.png")
     correct = np.array([report["test_correct"][name] for name in report["retriever_em"]], dtype=float)
     best = int(correct.mean(1).argmax())
     bound = report["upper_bound"]
@@ -259,12 +260,12 @@ def _retriever_errors_both_ways(rwr: list[list[float]], names: list[str]) -> Ver
             "retriever-error RWR undefined for every pair of different sources", "a retriever is free of the error"
         )
     both = [(a, b) for a, b in pairs if rwr[index[a]][index[b]] > 0 and rwr[index[b]][index[a]] > 0]
-    return Verdict(
+    return holds(
         f"retriever-error RWR > 0 both ways for {len(both)} of {len(pairs)} pairs of different sources ("
         + ", ".join(f"{a}/{b} {rwr[index[a]][index[b]]:.2f}/{rwr[index[b]][index[a]]:.2f}" for a, b in pairs)
         + ")",
-        YES if len(both) == len(pairs) else NO,
-        "" if len(both) == len(pairs) else "some pair is one-way: one retriever's errors are all the other's too",
+        len(both) == len(pairs),
+        "some pair is one-way: one retriever's errors are all the other's too",
     )
 
 
@@ -304,11 +305,11 @@ def figure6(ws: Workspace) -> Result:
         markdown_table(["weight", "value"], [[k, f"{v:.3f}"] for k, v in values.items()]),
         {"weights": weights, "mean_retriever_weight": float(np.mean(list(weights["retrievers"].values())))},
         [path],
-        verdict=Verdict(
+        verdict=holds(
             f"{len(kept)} of {len(weights['retrievers'])} retrievers weigh at least the filter threshold "
             f"t = {weights['threshold']}: {', '.join(kept)}",
-            YES if sparse else NO,
-            "" if sparse else "every retriever keeps a weight above t",
+            sparse,
+            "every retriever keeps a weight above t",
         ),
     )
 

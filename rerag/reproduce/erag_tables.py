@@ -9,11 +9,10 @@ from erag.cost import cost_table, profile_table
 from rerag.defaults import ERAG_TOP_K
 from rerag.reproduce.result import Result, markdown_table, plot_lines
 from rerag.reproduce.verdict import (
-    NO,
-    YES,
     Difference,
     Verdict,
     by_direction,
+    holds,
     kendall_tau_of_rows,
     paired_difference,
     untestable,
@@ -329,19 +328,17 @@ def _cost_verdict(table: str, profile: str) -> Verdict:
     fid = next(v for k, v in decoded.items() if "E2E FiD" in k)
     erag = next(v for k, v in decoded.items() if "eRAG" in k)
     return weakest(
-        Verdict(
+        holds(
             f"E2E FiD time / eRAG time {speed:.2f}x",
-            YES if speed > 1 else NO,
-            ""
-            if speed > 1
-            else f"eRAG runs FiD's encoder work and decodes every document ({erag} decoder positions against "
+            speed > 1,
+            f"eRAG runs FiD's encoder work and decodes every document ({erag} decoder positions against "
             f"FiD's {fid}); on a compute-bound CPU time follows FLOPs, and no pair batch, length sorting or "
             f"EOS stop made it faster ({profile.strip().splitlines()[-1]})",
         ),
-        Verdict(
+        holds(
             f"E2E FiD memory / eRAG memory, document-level {memory:.2f}x",
-            YES if memory > 1 else NO,
-            "" if memory > 1 else "eRAG's peak memory per document is not below FiD's per query",
+            memory > 1,
+            "eRAG's peak memory per document is not below FiD's per query",
         ),
     )
 

@@ -63,17 +63,15 @@ def paired_difference(
         diff = a - b
         low, high = interval(diff, RESAMPLES, SEED)
         return Difference(scale * float(diff.mean()), scale * low, scale * high)
-    else:
-        value = statistic(a) - statistic(b)
-        index = np.arange(len(a))
-        ci = bootstrap(
-            (index,),
-            lambda i: statistic(a[i]) - statistic(b[i]),
-            n_resamples=RESAMPLES,
-            method="percentile",
-            vectorized=False,
-            random_state=np.random.default_rng(SEED),
-        ).confidence_interval
+    value = statistic(a) - statistic(b)
+    ci = bootstrap(
+        (np.arange(len(a)),),
+        lambda i: statistic(a[i]) - statistic(b[i]),
+        n_resamples=RESAMPLES,
+        method="percentile",
+        vectorized=False,
+        random_state=np.random.default_rng(SEED),
+    ).confidence_interval
     low, high = (float(ci.low), float(ci.high)) if np.isfinite([ci.low, ci.high]).all() else (value, value)
     return Difference(scale * value, scale * low, scale * high)
 
@@ -94,6 +92,11 @@ def weakest(*verdicts: Verdict) -> Verdict:
     """A finding with several parts holds as far as its weakest part does; ours lists every part."""
     worst = min(verdicts, key=lambda v: _STRENGTH[v.reproduced])
     return Verdict("; ".join(v.ours for v in verdicts), worst.reproduced, "; ".join(v.why for v in verdicts if v.why))
+
+
+def holds(ours: str, held: bool, why_not: str) -> Verdict:
+    """A finding checked by a count or a single measurement: yes when it holds, else no and why."""
+    return Verdict(ours, YES, "") if held else Verdict(ours, NO, why_not)
 
 
 def untestable(ours: str, why: str) -> Verdict:
