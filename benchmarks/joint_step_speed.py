@@ -3,14 +3,17 @@
 Builds `configs/squad_smollm2.yaml`'s module joint from step 0 (`model.teacher_steps 0`: the
 generator scores F_ij live, as in the joint stage) and times its training step (forward and
 backward over both adapters; the optimizer step is left out) on the same training questions under
-four settings, in one run, each on the data its settings make:
+five settings, in one run, each on the data its settings make and with the config's number of
+training contexts per question:
 
 1. the earlier joint config: the title and the long instruction in both prompts, 256 prompt tokens,
-   whole passages, label words "true"/"false", the RE adapted on q/k/v/o of the top 8 layers;
+   whole passages, label words "true"/"false", the RE adapted on q/k/v/o of the top 8 layers, float32;
 2. the config as shipped: no title, 192 tokens, 60-word training windows, "True"/"False", the RE
-   adapted on all 7 linear modules of all 30 layers;
-3. the config with whole passages (what the windows save);
-4. the config with the RE adapted as in 1 (what adapting every layer costs).
+   adapted on all 7 linear modules of all 30 layers, the base's weights in bfloat16 and the step under
+   the trainer's bf16-mixed autocast;
+3. the config in float32 (what bf16 saves);
+4. the config with whole passages (what the windows save);
+5. the config with the RE adapted as in 1 (what adapting every layer costs).
 
 Printed per setting: RE and generator prompt tokens per context (real, and padded to the batch's
 longest), seconds per question and the speed-up against 1.
@@ -24,10 +27,9 @@ import argparse
 from pathlib import Path
 
 import torch
-from re_teacher_speed import LONG_GEN, LONG_RE, batches, time_steps
+from re_teacher_speed import FLOAT32, LONG_GEN, LONG_RE, batches, build, time_steps
 
 from rerag.data.datamodule import RERAGDataModule
-from rerag.fit_config import build_fit
 
 TOP_8 = "[22, 23, 24, 25, 26, 27, 28, 29]"
 EARLIER_RE = ["--model.estimator_lora.target_modules", "[q_proj, k_proj, v_proj, o_proj]"]
@@ -45,8 +47,9 @@ EARLIER_WORDS = ["--model.true_word", "true", "--model.false_word", "false"]
 def settings() -> dict[str, tuple[list[str], dict]]:
     """Each row's model overrides (a build of its own when they differ) and datamodule overrides."""
     return {
-        "earlier joint config": (EARLIER_RE + EARLIER_WORDS, EARLIER_PROMPTS),
+        "earlier joint config": (EARLIER_RE + EARLIER_WORDS + FLOAT32, EARLIER_PROMPTS),
         "as shipped": ([], {}),
+        "as shipped, float32": (FLOAT32, {}),
         "as shipped, whole passages": ([], {"train_context_words": None}),
         "as shipped, RE on the top 8 layers' attention": (EARLIER_RE, {}),
     }
@@ -71,19 +74,18 @@ def main() -> None:
     for name, (model_args, data_args) in settings().items():
         key = " ".join(model_args)
         if key not in built:
-            torch.manual_seed(0)
-            cli = build_fit(common + model_args)
-            cli.model.log_dict = lambda *a, **k: None  # no trainer attached: the step's logging is a no-op here
-            built = {key: cli}  # one model in memory at a time
+            built = {key: build(common + model_args)}  # one model in memory at a time
         cli = built[key]
         base = {k: v for k, v in cli.datamodule.hparams.items() if not k.startswith("_")}  # not _class_path
         rows = batches(RERAGDataModule(**(base | data_args)), args.questions)
-        results[name] = (time_steps(cli.model, rows), tokens(rows, "re"), tokens(rows, "gen"))
+        seconds = time_steps(cli.model, rows, cli.trainer.precision_plugin)
+        results[name] = (seconds, tokens(rows, "re"), tokens(rows, "gen"))
         print(name, results[name], flush=True)
 
     baseline = next(iter(results.values()))[0]
     print(
-        f"\nJoint training step, {args.config.name}, {args.questions} questions per setting, {torch.get_num_threads()} threads\n"
+        f"\nJoint training step, {args.config.name}, {args.questions} questions x {base['n_train_contexts']} contexts "
+        f"per setting, {torch.get_num_threads()} threads\n"
     )
     print(
         "| setting | RE tokens per context (padded) | generator tokens per context (padded) | s per question | speed-up |"

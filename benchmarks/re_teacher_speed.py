@@ -1,14 +1,18 @@
 """How fast does the RE train against a frozen teacher? Questions per second of the training step.
 
-Builds the module of a frozen-teacher fit config once (`configs/squad_smollm2_teacher.yaml` by
-default) and times its training step (forward, backward; the optimizer step is the same in every
-row and left out) on the same training questions under four settings, in one run:
+Builds the module of a frozen-teacher fit config (`configs/squad_smollm2_teacher.yaml` by default)
+and times its training step (forward, backward; the optimizer step is the same in every row and
+left out) on the same training questions under five settings, in one run:
 
 1. live: the teacher (the frozen generator) scores F_ij in every step, whole passages, the title
-   and the long instruction in both prompts, 256 prompt tokens (the joint config's prompts);
+   and the long instruction in both prompts, 256 prompt tokens (the joint config's prompts), float32;
 2. cached: F_ij read from the teacher cache, prompts as in 1 (the cache alone);
 3. cached, short prompts: no title, the config's shorter instruction and 192 tokens;
-4. cached, short prompts, 60-word windows: the config as shipped (`train_context_words`).
+4. cached, short prompts, 60-word windows (`train_context_words`), still float32;
+5. the config as shipped: 4 with the base's weights in bfloat16 and the step under the trainer's
+   bf16-mixed autocast (the adapters stay float32).
+
+Every row reads the config's number of training contexts per question.
 
     python benchmarks/re_teacher_speed.py --questions 6
 """
@@ -17,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from contextlib import nullcontext
 from pathlib import Path
 
 import torch
@@ -31,8 +36,13 @@ LONG_GEN = (
 )
 
 
-def settings() -> dict[str, dict]:
-    """Each row's datamodule overrides and whether F comes from the cache."""
+#: Model and trainer overrides that undo the config's bf16: float32 weights, no autocast.
+FLOAT32 = ["--model.estimator.dtype", "null", "--trainer.precision", "32-true"]
+
+
+def settings() -> dict[str, tuple[list[str], dict]]:
+    """Each row's model and trainer overrides (a build of its own when they differ) and datamodule
+    overrides, with whether F comes from the cache."""
     long_prompts = {
         "re_template": LONG_RE,
         "generator_template": LONG_GEN,
@@ -41,10 +51,11 @@ def settings() -> dict[str, dict]:
         "train_context_words": None,
     }
     return {
-        "live teacher, long prompts": {"cached": False, **long_prompts},
-        "cached teacher, long prompts": {"cached": True, **long_prompts},
-        "cached, short prompts": {"cached": True, "train_context_words": None},
-        "cached, short prompts, 60-word windows": {"cached": True},
+        "live teacher, long prompts": (FLOAT32, {"cached": False, **long_prompts}),
+        "cached teacher, long prompts": (FLOAT32, {"cached": True, **long_prompts}),
+        "cached, short prompts": (FLOAT32, {"cached": True, "train_context_words": None}),
+        "cached, short prompts, 60-word windows": (FLOAT32, {"cached": True}),
+        "the config as shipped: the same in bf16": ([], {"cached": True}),
     }
 
 
@@ -54,13 +65,24 @@ def batches(data: RERAGDataModule, n: int) -> list[dict]:
     return [next(loader) for _ in range(n)]
 
 
-def time_steps(module, rows: list[dict]) -> float:
-    """Seconds per question of forward and backward over `rows` (one batch each), after one warm-up."""
+def build(args: list[str]):
+    """The fit CLI of `args`, its module's logging a no-op (no trainer runs its loop here)."""
+    torch.manual_seed(0)
+    cli = build_fit(args)
+    cli.model.log_dict = lambda *a, **k: None
+    return cli
+
+
+def time_steps(module, rows: list[dict], precision=None) -> float:
+    """Seconds per question of forward and backward over `rows` (one batch each), after one warm-up.
+    `precision`: the trainer's precision plugin, whose autocast wraps the forward as in `fit`."""
     module.train()
     for i, batch in enumerate([rows[0], *rows]):
         if i == 1:
             start = time.perf_counter()
-        module.training_step(batch, i).backward()
+        with precision.forward_context() if precision is not None else nullcontext():
+            loss = module.training_step(batch, i)
+        loss.backward()
         module.zero_grad(set_to_none=True)
     return (time.perf_counter() - start) / sum(len(b["ids"]) for b in rows)
 
@@ -70,14 +92,18 @@ def main() -> None:
     p.add_argument("--config", type=Path, default=Path("configs/squad_smollm2_teacher.yaml"))
     p.add_argument("--questions", type=int, default=6, help="timed training questions per setting")
     args = p.parse_args()
-    torch.manual_seed(0)
-    cli = build_fit(["--config", str(args.config), "--trainer.logger", "false"])
-    module = cli.model
-    base = {k: v for k, v in cli.datamodule.hparams.items() if not k.startswith("_")}  # not _class_path
-    module.log_dict = lambda *a, **k: None  # no trainer attached: the step's logging is a no-op here
-    teacher, _ = module.teacher_generator()
+    common = ["--config", str(args.config), "--trainer.logger", "false"]
+    built: dict[str, object] = {}
     results = {}
-    for name, row in settings().items():
+    for name, (model_args, row) in settings().items():
+        key = " ".join(model_args)
+        if key not in built:
+            built = {key: build(common + model_args)}  # one model in memory at a time
+            teacher, _ = built[key].model.teacher_generator()
+        cli = built[key]
+        module = cli.model
+        base = {k: v for k, v in cli.datamodule.hparams.items() if not k.startswith("_")}  # not _class_path
+        row = dict(row)
         cached = row.pop("cached")
         data = RERAGDataModule(**(base | row))
         rows = batches(data, args.questions)
@@ -90,7 +116,7 @@ def main() -> None:
             teacher.max_length = data.hparams.generator_max_length
             module.teacher_scores = build_teacher_scores(teacher, triples)
         tokens = sum(int(b["re"]["attention_mask"].sum()) for b in rows) / sum(int(b["n_contexts"].sum()) for b in rows)
-        results[name] = (time_steps(module, rows), tokens)
+        results[name] = (time_steps(module, rows, cli.trainer.precision_plugin), tokens)
         print(name, results[name], flush=True)
 
     baseline = next(iter(results.values()))[0]

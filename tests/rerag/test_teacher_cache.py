@@ -11,6 +11,7 @@ import torch
 
 from rerag.data.datamodule import RERAGDataModule, word_window
 from rerag.models.loading import ModelSpec
+from rerag.models.lora import LoraSpec
 from rerag.module import RERAGModule
 from rerag.teacher_cache import TeacherScores, build_teacher_scores, pair_key
 from tests.rerag.conftest import TINY_LLAMA
@@ -160,3 +161,41 @@ def test_a_first_teacher_stage_switches_to_joint_training_at_its_step(
     assert moved == [False, False, True, True]  # the generator trains from the third step on
     with pytest.raises(ValueError, match="teacher_steps"):
         RERAGModule(**causal_module_kwargs, teacher_steps=2, freeze_generator=True)
+
+
+def test_a_bfloat16_base_trains_its_float32_adapter_under_bf16_mixed(
+    causal_module_kwargs, causal_data_kwargs, tmp_path
+):
+    """The frozen-teacher config's CPU precision: the shared base's weights in bfloat16, the step under
+    the trainer's bf16-mixed autocast. The RE's adapter stays float32 and moves; the base stays put."""
+    L.seed_everything(0)
+    kwargs = causal_module_kwargs | {
+        "estimator": ModelSpec(config=TINY_LLAMA, dtype="bfloat16"),
+        "generator": None,
+        "estimator_lora": LoraSpec(r=2, dropout=0.0),
+        "shared_base": True,
+        "freeze_generator": True,
+        "teacher_cache_dir": str(tmp_path / "cache"),
+    }
+    module = RERAGModule(**kwargs)
+    named = dict(module.estimator.model.named_parameters())
+    adapters = {n: p.detach().clone() for n, p in named.items() if p.requires_grad}
+    base = {n: p.detach().clone() for n, p in named.items() if not p.requires_grad}
+    assert adapters and {p.dtype for p in adapters.values()} == {torch.float32}
+    assert {p.dtype for p in base.values()} == {torch.bfloat16}
+    L.Trainer(
+        accelerator="cpu",
+        precision="bf16-mixed",
+        max_steps=2,
+        limit_val_batches=0,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        default_root_dir=tmp_path,
+    ).fit(module, datamodule=RERAGDataModule(**causal_data_kwargs))
+    after = dict(module.estimator.model.named_parameters())
+    assert all(after[n].dtype == torch.float32 for n in adapters)
+    assert any(not torch.equal(after[n], p) for n, p in adapters.items())
+    assert all(torch.equal(after[n], p) for n, p in base.items())
+    assert len(module.teacher_scores) > 0
