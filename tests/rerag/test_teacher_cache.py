@@ -17,10 +17,11 @@ from rerag.teacher_cache import TeacherScores, build_teacher_scores, pair_key
 from tests.rerag.conftest import TINY_LLAMA
 
 
-def train(module, data_kwargs, tmp_path, steps, callbacks=()):
+def train(module, data_kwargs, tmp_path, steps, callbacks=(), precision="32-true"):
     """`steps` optimizer steps of `module` on the data, no validation, nothing written but the cache."""
     L.Trainer(
         accelerator="cpu",
+        precision=precision,
         max_steps=steps,
         limit_val_batches=0,
         logger=False,
@@ -183,17 +184,7 @@ def test_a_bfloat16_base_trains_its_float32_adapter_under_bf16_mixed(
     base = {n: p.detach().clone() for n, p in named.items() if not p.requires_grad}
     assert adapters and {p.dtype for p in adapters.values()} == {torch.float32}
     assert {p.dtype for p in base.values()} == {torch.bfloat16}
-    L.Trainer(
-        accelerator="cpu",
-        precision="bf16-mixed",
-        max_steps=2,
-        limit_val_batches=0,
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        default_root_dir=tmp_path,
-    ).fit(module, datamodule=RERAGDataModule(**causal_data_kwargs))
+    train(module, causal_data_kwargs, tmp_path, steps=2, precision="bf16-mixed")
     after = dict(module.estimator.model.named_parameters())
     assert all(after[n].dtype == torch.float32 for n in adapters)
     assert any(not torch.equal(after[n], p) for n, p in adapters.items())
