@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import time
-from contextlib import nullcontext
 from pathlib import Path
 
 import torch
@@ -75,14 +74,14 @@ def build(args: list[str]):
     return cli
 
 
-def time_steps(module, rows: list[dict], precision=None) -> float:
+def time_steps(module, rows: list[dict], precision) -> float:
     """Seconds per question of forward and backward over `rows` (one batch each), after one warm-up.
     `precision`: the trainer's precision plugin, whose autocast wraps the forward as in `fit`."""
     module.train()
     for i, batch in enumerate([rows[0], *rows]):
         if i == 1:
             start = time.perf_counter()
-        with precision.forward_context() if precision is not None else nullcontext():
+        with precision.forward_context():
             loss = module.training_step(batch, i)
         loss.backward()
         module.zero_grad(set_to_none=True)
@@ -105,7 +104,6 @@ def main() -> None:
         cli = built[key]
         module = cli.model
         base = {k: v for k, v in cli.datamodule.hparams.items() if not k.startswith("_")}  # not _class_path
-        row = dict(row)
         cached = row.pop("cached")
         data = RERAGDataModule(**(base | row))
         rows = batches(data, args.questions)
