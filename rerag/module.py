@@ -10,6 +10,7 @@ from typing import Literal
 import lightning as L
 import torch
 from torchmetrics import MeanMetric, MetricCollection
+from transformers import get_scheduler
 
 from erag.answers import exact_match, token_f1
 from erag.lm import BASE_ADAPTER, load_tokenizer
@@ -31,6 +32,9 @@ from rerag.teacher_cache import (
     teacher_key,
     weights_fingerprint,
 )
+
+#: `lr_schedule` -> the transformers schedule it runs (a constant rate still warms up when warmup_steps > 0).
+LR_SCHEDULES = {"constant": "constant_with_warmup", "linear": "linear", "cosine": "cosine"}
 
 #: Per-question answer scores of a result: EM and F1 of RE-RAG's answer and of the retriever-order one.
 ANSWER_SCORES = ("em", "f1", "em_retriever_order", "f1_retriever_order")
@@ -111,6 +115,8 @@ class RERAGModule(L.LightningModule):
         kl_direction: Literal["generator_to_re", "re_to_generator"] = "generator_to_re",
         lr: float = 1e-4,
         estimator_lr: float | None = None,
+        lr_schedule: Literal["constant", "linear", "cosine"] = "constant",
+        warmup_steps: int = 0,
         weight_decay: float = 1e-3,
         val_top_k: int = VAL_TOP_K,
         test_top_k: int = TEST_TOP_K,
@@ -157,6 +163,8 @@ class RERAGModule(L.LightningModule):
             kl_direction: generator_to_re = KL(Q_G || P_RE) (released code) or re_to_generator (eq. 10 as printed).
             lr: AdamW's constant learning rate (paper 1e-4).
             estimator_lr: the RE's own learning rate (None: lr).
+            lr_schedule: constant (the paper), or linear or cosine decay to 0 at the run's last step (transformers' schedules).
+            warmup_steps: optimizer steps of linear warm-up from 0 before the schedule (0: none).
             weight_decay: AdamW weight decay (paper 1e-3).
             val_top_k: contexts the RE keeps for dev answers (paper 10); at least 1.
             test_top_k: contexts the RE (and the retriever baseline) keeps for test answers (paper 25); at least 1.
@@ -195,6 +203,7 @@ class RERAGModule(L.LightningModule):
             ("alpha_tok", 0),
             ("alpha_anchor", 0),
             ("teacher_steps", 0),
+            ("warmup_steps", 0),
             ("lr", 0),
             ("weight_decay", 0),
         ):  # checked before any model loads
@@ -202,6 +211,8 @@ class RERAGModule(L.LightningModule):
                 raise ValueError(f"model.{field}: must be at least {minimum}, got {self.hparams[field]}")
         if marginalize_with not in ("re", "retriever"):
             raise ValueError(f"marginalize_with must be 're' or 'retriever', got {marginalize_with!r}")
+        if lr_schedule not in LR_SCHEDULES:
+            raise ValueError(f"model.lr_schedule must be one of {sorted(LR_SCHEDULES)}, got {lr_schedule!r}")
         if objective not in ("rerag", "pointwise"):
             raise ValueError(f"model.objective must be 'rerag' or 'pointwise', got {objective!r}")
         if objective == "pointwise" and (marginalize_with == "retriever" or teacher_cache_dir is not None):
@@ -400,7 +411,7 @@ class RERAGModule(L.LightningModule):
         return re_params, [p for p in self.parameters() if p.requires_grad and id(p) not in ids]
 
     def configure_optimizers(self):
-        # The paper's setup: AdamW, constant learning rate, weight decay 1e-3; `estimator_lr` (None:
+        # The paper's setup: AdamW, constant learning rate, weight decay 1e-3 (`lr_schedule` may decay it); `estimator_lr` (None:
         # `lr`) gives the RE its own rate, e.g. a LoRA RE that learns slower than the generator.
         trainable = [p for p in self.parameters() if p.requires_grad]
         if self.hparams.estimator_lr is not None:  # else one group, as checkpoints from before the option hold
@@ -410,7 +421,16 @@ class RERAGModule(L.LightningModule):
                 for group in ({"params": re_params, "lr": self.hparams.estimator_lr}, {"params": generator_params})
                 if group["params"]
             ]
-        return torch.optim.AdamW(trainable, lr=self.hparams.lr, weight_decay=self.hparams.weight_decay)
+        optimizer = torch.optim.AdamW(trainable, lr=self.hparams.lr, weight_decay=self.hparams.weight_decay)
+        if self.hparams.lr_schedule == "constant" and not self.hparams.warmup_steps:
+            return optimizer
+        scheduler = get_scheduler(
+            LR_SCHEDULES[self.hparams.lr_schedule],
+            optimizer,
+            num_warmup_steps=self.hparams.warmup_steps,
+            num_training_steps=self.trainer.estimated_stepping_batches,
+        )
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
 
     # ---- evaluation -----------------------------------------------------------------------
     def relevance_scores(self, re_inputs: dict) -> torch.Tensor:

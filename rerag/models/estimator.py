@@ -119,7 +119,8 @@ class RelevanceEstimator(nn.Module):
             return kernels.fused_true_false_logprobs(
                 hidden, weight, self.true_id, self.false_id, scale=scale, backend=backend
             )
-        logits = nn.functional.linear(hidden * scale, weight)
+        with torch.autocast(hidden.device.type, enabled=False):  # the head in float32, as `forward` reads it
+            logits = nn.functional.linear(hidden.float() * scale, weight.float())
         if bias is not None:
             logits = logits + bias.view(-1)
         return kernels.true_false_logprobs(logits, self.true_id, self.false_id, backend=backend)

@@ -312,3 +312,24 @@ def test_the_pointwise_objective_trains_the_re_on_labels_and_never_reads_the_gen
     assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in module.estimator.model.parameters())
     with pytest.raises(ValueError, match="pointwise"):
         RERAGModule(**module_kwargs, objective="pointwise", marginalize_with="retriever")
+
+
+def test_the_learning_rate_warms_up_then_decays_to_zero_at_the_last_step(module_kwargs, data_kwargs, tmp_path):
+    from lightning.pytorch.callbacks import Callback
+
+    class Rates(Callback):
+        seen = []
+
+        def on_train_batch_start(self, trainer, module, batch, batch_idx):
+            self.seen.append(trainer.optimizers[0].param_groups[0]["lr"])
+
+    module, data = make({**module_kwargs, "lr": 1e-3, "lr_schedule": "cosine", "warmup_steps": 2}, data_kwargs)
+    rates = Rates()
+    trainer(tmp_path, max_steps=6, callbacks=[rates]).fit(module, datamodule=data)
+    # warm-up 0, 0.5e-3; then cosine from 1e-3 over the 4 steps left: 1e-3, 0.854e-3, 0.5e-3, 0.146e-3
+    assert rates.seen == pytest.approx([0.0, 5e-4, 1e-3, 8.536e-4, 5e-4, 1.464e-4], abs=1e-6)
+
+
+def test_an_unknown_learning_rate_schedule_is_a_clear_error(module_kwargs):
+    with pytest.raises(ValueError, match="model.lr_schedule"):
+        RERAGModule(**{**module_kwargs, "lr_schedule": "step"})
