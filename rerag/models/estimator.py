@@ -129,8 +129,10 @@ class RelevanceEstimator(nn.Module):
         """s = z_true - z_false (eq. 4) from two LM-head rows: [N] float32."""
         hidden = self.first_step_hidden(input_ids, attention_mask).float()
         weight = self.model.get_output_embeddings().weight
-        row = (weight[self.true_id] - weight[self.false_id]).float() * lm_head_scale(self.model)
-        s = hidden @ row
+        # the rows' difference in float32: a bf16 base would round it
+        row = (weight[self.true_id].float() - weight[self.false_id].float()) * lm_head_scale(self.model)
+        with torch.autocast(hidden.device.type, enabled=False):  # under bf16 autocast s would round to ~0.03
+            s = hidden @ row
         bias = getattr(self.model, "final_logits_bias", None)
         if bias is not None:
             s = s + (bias.view(-1)[self.true_id] - bias.view(-1)[self.false_id]).float()

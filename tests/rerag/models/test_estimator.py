@@ -49,6 +49,19 @@ def test_two_row_score_equals_full_softmax_log_odds(estimator):
     torch.testing.assert_close(lp_f, full[:, estimator.false_id], rtol=1e-5, atol=1e-5)
 
 
+def test_under_bf16_autocast_training_log_odds_match_evaluation_s(causal_estimator):
+    # Training reads log p_true - log p_false, evaluation reads s from two head rows in float32:
+    # a bf16 head under autocast would round the log-odds the RE is trained on (~0.1 at |logit| ~ 20).
+    est = causal_estimator
+    est.model.to(torch.bfloat16)
+    enc = est.encode(*PAIRS)
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        s = est(enc["input_ids"], enc["attention_mask"])
+        lp_t, lp_f = est.true_false_logprobs(enc["input_ids"], enc["attention_mask"])
+    assert lp_t.dtype == torch.float32
+    torch.testing.assert_close(lp_t - lp_f, s, rtol=1e-4, atol=1e-4)
+
+
 def test_save_and_load_give_equal_scores(estimator, tmp_path):
     passages = ["Ana was born in Soltha.", "Ana kept bees.", "Soltha has bridges."]
     before = estimator.score("where was Ana born?", passages)
