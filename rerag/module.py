@@ -411,8 +411,8 @@ class RERAGModule(L.LightningModule):
         return re_params, [p for p in self.parameters() if p.requires_grad and id(p) not in ids]
 
     def configure_optimizers(self):
-        # The paper's setup: AdamW, constant learning rate, weight decay 1e-3 (`lr_schedule` may decay it); `estimator_lr` (None:
-        # `lr`) gives the RE its own rate, e.g. a LoRA RE that learns slower than the generator.
+        # The paper's setup: AdamW, constant learning rate, weight decay 1e-3 (`lr_schedule` may decay it);
+        # `estimator_lr` (None: `lr`) gives the RE its own rate, e.g. a LoRA RE that learns slower than the generator.
         trainable = [p for p in self.parameters() if p.requires_grad]
         if self.hparams.estimator_lr is not None:  # else one group, as checkpoints from before the option hold
             re_params, generator_params = self.parameters_by_model()

@@ -318,7 +318,8 @@ def test_the_learning_rate_warms_up_then_decays_to_zero_at_the_last_step(module_
     from lightning.pytorch.callbacks import Callback
 
     class Rates(Callback):
-        seen = []
+        def __init__(self):
+            self.seen = []
 
         def on_train_batch_start(self, trainer, module, batch, batch_idx):
             self.seen.append(trainer.optimizers[0].param_groups[0]["lr"])
