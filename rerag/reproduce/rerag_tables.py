@@ -490,7 +490,7 @@ def figure2(ws: Workspace) -> Result:
     """Accuracy (EM) of the test questions binned by the paper's confidence, max_j P("true"), for REs of two sizes
     (the demo's, and twice its width from random init; a pretrained RE, which exists in one size,
     also from random init at its own size), each trained from the paper reference for the scale's
-    ablation steps."""
+    ablation steps and read uncalibrated, as the paper reads its RE."""
     from pathlib import Path
 
     import yaml
@@ -512,7 +512,7 @@ def figure2(ws: Workspace) -> Result:
     edges = np.linspace(0.0, 1.0, 6)
     curves, counts = {}, {}
     for name, run in runs.items():
-        test = ws.predictions(run, "test", ws.top_k)
+        test = ws.predictions(run, "test", ws.top_k, calibrated=False)  # no calibration fit: the bins read raw
         confidence = np.array([p["confidence_raw"] for p in test])  # max_j P("true"), as the paper bins
         right = np.array([_em([p]) for p in test])
         bins = np.clip(np.digitize(confidence, edges[1:-1]), 0, len(edges) - 2)
