@@ -83,6 +83,8 @@ def by_direction(ours: str, difference: Difference, expected: int = 1, opposite_
     line = f"{ours}: {difference}"
     if difference.value == 0 == difference.low == difference.high:
         return Verdict(line, NO, "no difference on any question")
+    if toward == 0:  # neither the paper's direction nor the opposite one
+        return Verdict(line, NO, "no difference: the point estimate is 0 and the interval includes both directions")
     if toward > 0:
         return Verdict(line, YES if excludes_zero else PARTLY, "" if excludes_zero else "the interval includes 0")
     return Verdict(line, NO, opposite_because or "the opposite direction")

@@ -38,6 +38,11 @@ def test_a_difference_whose_interval_holds_zero_is_partly_reproduced():
     assert by_direction("lower is the paper's", Difference(-2.0, -3.0, -1.0), expected=-1).reproduced == YES
 
 
+def test_a_zero_difference_is_no_difference_not_the_opposite_direction():
+    verdict = by_direction("a minus b", Difference(0.0, -5.0, 5.0))
+    assert verdict.reproduced == NO and "point estimate is 0" in verdict.why and "opposite" not in verdict.why
+
+
 def test_equal_samples_differ_by_exactly_nothing():
     same = paired_difference([1, 0, 1], [1, 0, 1])
     assert (same.value, same.low, same.high) == (0, 0, 0)
