@@ -169,10 +169,16 @@ def verdict_table(index: dict, paper: dict) -> list[str]:
 
 
 def _machine() -> str:
+    import lightning
     import torch
+    import transformers
 
     device = torch.cuda.get_device_name() if torch.cuda.is_available() else f"CPU, {os.cpu_count()} cores"
-    return f"{device}; Python {platform.python_version()}, torch {torch.__version__}"
+    # the versions matter: the demo's generator answers differently under transformers 5.17 and 5.24
+    return (
+        f"{device}; Python {platform.python_version()}, torch {torch.__version__}, "
+        f"transformers {transformers.__version__}, lightning {lightning.__version__}"
+    )
 
 
 def document(index: dict, out: str, calls: list[dict] = ()) -> str:
