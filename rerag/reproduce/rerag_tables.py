@@ -512,7 +512,7 @@ def figure2(ws: Workspace) -> Result:
     edges = np.linspace(0.0, 1.0, 6)
     curves, counts = {}, {}
     for name, run in runs.items():
-        test = ws.predictions(run, "test", ws.top_k, calibrated=False)  # no calibration fit: the bins read raw
+        test = ws.predictions(run, "test", ws.top_k, calibrated=False)
         confidence = np.array([p["confidence_raw"] for p in test])  # max_j P("true"), as the paper bins
         right = np.array([_em([p]) for p in test])
         bins = np.clip(np.digitize(confidence, edges[1:-1]), 0, len(edges) - 2)
