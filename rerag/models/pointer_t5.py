@@ -72,6 +72,8 @@ class PointerT5ForConditionalGeneration(T5ForConditionalGeneration):
         source_ids=None,
         **kwargs,
     ) -> Seq2SeqLMOutput:
+        # transformers >= 5.24 hands generation's cache over as `cache`; without it every step decodes one token alone
+        past_key_values = kwargs.pop("cache", past_key_values)
         source_ids = input_ids if input_ids is not None else source_ids
         if source_ids is None:
             raise ValueError(

@@ -123,3 +123,26 @@ def test_saved_folder_loads_through_the_auto_class(pointer, tmp_path):
         a = model(input_ids=enc.input_ids, attention_mask=enc.attention_mask, labels=labels).logits
         b = loaded(input_ids=enc.input_ids, attention_mask=enc.attention_mask, labels=labels).logits
     torch.testing.assert_close(a, b)
+
+
+def test_a_decoder_step_reads_the_cache_under_either_name(pointer):
+    # transformers >= 5.24 hands generation's cache over as `cache`, earlier ones as `past_key_values`
+    model, _, enc = pointer
+    prefix = torch.tensor([[0, 11, 12, 13], [0, 21, 22, 23]])
+    with torch.no_grad():
+        full = model(input_ids=enc.input_ids, attention_mask=enc.attention_mask, decoder_input_ids=prefix).logits
+        for name in ("cache", "past_key_values"):
+            first = model(
+                input_ids=enc.input_ids,
+                attention_mask=enc.attention_mask,
+                decoder_input_ids=prefix[:, :-1],
+                use_cache=True,
+            )
+            step = model(
+                input_ids=enc.input_ids,
+                attention_mask=enc.attention_mask,
+                decoder_input_ids=prefix[:, -1:],
+                use_cache=True,
+                **{name: first.past_key_values},
+            ).logits
+            torch.testing.assert_close(step[:, -1], full[:, -1], rtol=1e-4, atol=1e-4)
