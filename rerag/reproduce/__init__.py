@@ -174,7 +174,7 @@ def _machine() -> str:
     import transformers
 
     device = torch.cuda.get_device_name() if torch.cuda.is_available() else f"CPU, {os.cpu_count()} cores"
-    # the versions matter: the demo's generator answers differently under transformers 5.17 and 5.24
+    # results can move with the libraries (transformers 5.24 renamed the generation cache `forward` receives)
     return (
         f"{device}; Python {platform.python_version()}, torch {torch.__version__}, "
         f"transformers {transformers.__version__}, lightning {lightning.__version__}"
