@@ -315,6 +315,9 @@ class RERAGModule(L.LightningModule):
             return
         data = self.trainer.datamodule
         teacher, identity = self.teacher_generator()
+        settings = {name: data.hparams[name] for name in TRAINING_CONTEXT_SETTINGS}
+        if not data.hparams.get("window_generator_contexts", True):
+            settings["train_context_words"] = None  # the teacher reads whole passages: the same triples
         key = teacher_key(
             identity
             | {
@@ -323,7 +326,7 @@ class RERAGModule(L.LightningModule):
                 "max_answer_length": teacher.max_answer_length,
             },
             data.train_file,
-            {name: data.hparams[name] for name in TRAINING_CONTEXT_SETTINGS},
+            settings,
         )
         path = Path(hp.teacher_cache_dir) / f"{key}.pt"
         if self.trainer.is_global_zero and not path.exists():

@@ -40,8 +40,8 @@ def word_window(context: dict, n_words: int, rng: random.Random) -> dict:
     """`context` with its text cut to `n_words` consecutive words at a random offset (unchanged when
     shorter). Cutting every training context to one length takes away a shortcut: in make-squad's
     training articles the gold passage is the longest of BM25's top 4 for 45% of the questions
-    (3-6% in dev and test), and an RE learns "longest is relevant" from that. The teacher reads the
-    same window, so its F_ij says whether the window holds the answer: no label is used."""
+    (3-6% in dev and test), and an RE learns "longest is relevant" from that. By default the teacher
+    reads the same window, so its F_ij says whether the window holds the answer: no label is used."""
     words = context["text"].split()
     if len(words) <= n_words:
         return context
@@ -77,9 +77,11 @@ class _Questions(Dataset):
         n_deep: int = 0,
         depth: int | None = None,
         window: int | None = None,
+        window_generator: bool = True,
     ):
         self.records, self.seed, self.epoch = records, seed, 0
         self.n_top, self.n_deep, self.depth, self.window = n_top, n_deep, depth, window
+        self.window_generator = window_generator
 
     def windowed(self, record: dict, contexts: list[dict]) -> list[dict]:
         """`contexts` cut to `window` words (`word_window`), each at an offset fixed by the seed, the
@@ -89,11 +91,12 @@ class _Questions(Dataset):
         return [word_window(c, self.window, random.Random(f"{self.seed}:{record['id']}:{c['id']}")) for c in contexts]
 
     def drawable_contexts(self, i: int) -> list[dict]:
-        """Every context training may show with question `i`, in any epoch: the top `n_top` and,
-        with `n_deep`, every rank that `sample_deep_contexts` draws from; windowed as training sees them."""
+        """Every context training may show the generator with question `i`, in any epoch: the top
+        `n_top` and, with `n_deep`, every rank that `sample_deep_contexts` draws from; windowed as the
+        generator (and so the teacher) reads them."""
         ctxs = self.records[i]["ctxs"]
         end = (self.depth or len(ctxs)) if self.n_deep else self.n_top
-        return self.windowed(self.records[i], ctxs[:end])
+        return self.windowed(self.records[i], ctxs[:end]) if self.window_generator else ctxs[:end]
 
     def __len__(self) -> int:
         return len(self.records)
@@ -106,7 +109,9 @@ class _Questions(Dataset):
         if self.n_deep:
             record["ctxs"] = sample_deep_contexts(record["ctxs"], self.n_top, self.n_deep, self.depth, rng)
         if self.n_top is not None:  # training
-            record["ctxs"] = self.windowed(record, record["ctxs"][: self.n_top + self.n_deep])
+            contexts = record["ctxs"][: self.n_top + self.n_deep]
+            record["re_ctxs"] = self.windowed(record, contexts)
+            record["ctxs"] = record["re_ctxs"] if self.window_generator else contexts
         return record
 
 
@@ -146,6 +151,7 @@ class RERAGDataModule(L.LightningDataModule):
         deep_context_depth: int | None = None,
         n_eval_contexts: int = EVAL_CONTEXTS,
         train_context_words: int | None = None,
+        window_generator_contexts: bool = True,
         batch_size: int = 4,
         eval_batch_size: int = 4,
         num_workers: int = 0,
@@ -171,7 +177,9 @@ class RERAGDataModule(L.LightningDataModule):
             deep_context_depth: how deep the deep contexts are drawn from (None: every rank a record holds).
             n_eval_contexts: contexts per dev and test question (paper 100); at least 1.
             train_context_words: cut each training context to a window of this many words (None: whole passages);
-                a cure for a length shortcut, the teacher reads the same window.
+                a cure for a length shortcut in the RE.
+            window_generator_contexts: the generator (and a frozen teacher) reads the same windows as the
+                RE; False: it reads whole passages, so L_gen always has the evidence the window may cut.
             batch_size: questions per training batch; at least 1.
             eval_batch_size: questions per evaluation batch; at least 1.
             num_workers: DataLoader worker processes.
@@ -223,6 +231,7 @@ class RERAGDataModule(L.LightningDataModule):
                     hp.n_deep_contexts,
                     hp.deep_context_depth,
                     hp.train_context_words,
+                    hp.window_generator_contexts,
                 )
             else:
                 self._splits[split] = _Questions(records, self.hparams.seed)
@@ -247,6 +256,7 @@ class RERAGDataModule(L.LightningDataModule):
         ctxs = [r["ctxs"][:k] for r in records]
         questions = [r["question"] for r, cs in zip(records, ctxs) for _ in cs]
         flat = [c for cs in ctxs for c in cs]
+        re_flat = [c for r in records for c in r.get("re_ctxs", r["ctxs"])[:k]]  # training windows, if any
         gold = [c.get("gold") for c in flat]
         return {
             "ids": [r["id"] for r in records],
@@ -256,7 +266,7 @@ class RERAGDataModule(L.LightningDataModule):
             "targets": [r["target"] for r in records],
             "contexts": ctxs,
             "n_contexts": torch.tensor([len(cs) for cs in ctxs]),
-            "re": encode_prompts(self.re_tok, format_pairs(hp.re_template, questions, flat), hp.re_max_length),
+            "re": encode_prompts(self.re_tok, format_pairs(hp.re_template, questions, re_flat), hp.re_max_length),
             "gen": encode_prompts(
                 self.gen_tok, format_pairs(hp.generator_template, questions, flat), hp.generator_max_length
             ),

@@ -124,6 +124,21 @@ def test_windows_cut_every_training_context_to_one_length(causal_data_kwargs):
     assert len(word_window({"text": "a b c d e f g"}, 3, rng)["text"].split()) == 3
 
 
+def test_the_generator_can_read_whole_passages_while_the_re_reads_windows(causal_data_kwargs):
+    windowed = RERAGDataModule(**causal_data_kwargs, train_context_words=5)
+    whole = RERAGDataModule(**causal_data_kwargs, train_context_words=5, window_generator_contexts=False)
+    for data in (windowed, whole):
+        data.setup("fit")
+    a, b = next(iter(windowed.train_dataloader())), next(iter(whole.train_dataloader()))
+    assert torch.equal(a["re"]["input_ids"], b["re"]["input_ids"])  # the RE reads the same windows
+    assert any(len(c["text"].split()) > 5 for cs in b["contexts"] for c in cs)  # whole passages
+    assert not torch.equal(a["gen"]["input_ids"], b["gen"]["input_ids"])
+    texts = [c["text"] for cs in b["contexts"] for c in cs]
+    for prompt, text in zip(whole.gen_tok.batch_decode(b["gen"]["input_ids"]), texts):
+        assert " ".join(text.split()[:8]) in prompt  # more than a window's 5 words (long ones are truncated)
+    assert {c["text"] for _, _, c in whole.teacher_triples()} >= set(texts)  # the teacher reads them whole
+
+
 def test_build_sorts_nothing_away(causal_module_kwargs):
     module = RERAGModule(**causal_module_kwargs, freeze_generator=True)
     triples = [
