@@ -26,7 +26,6 @@ from rerag.models.loading import ModelSpec, build_model
 from rerag.models.lora import LoraSpec, add_adapters, add_lora
 from rerag.prompts import DEFAULT_TEMPLATE
 from rerag.teacher_cache import (
-    TRAINING_CONTEXT_SETTINGS,
     TeacherScores,
     build_teacher_scores,
     teacher_key,
@@ -315,9 +314,6 @@ class RERAGModule(L.LightningModule):
             return
         data = self.trainer.datamodule
         teacher, identity = self.teacher_generator()
-        settings = {name: data.hparams[name] for name in TRAINING_CONTEXT_SETTINGS}
-        if not data.hparams.get("window_generator_contexts", True):
-            settings["train_context_words"] = None  # the teacher reads whole passages: the same triples
         key = teacher_key(
             identity
             | {
@@ -326,7 +322,7 @@ class RERAGModule(L.LightningModule):
                 "max_answer_length": teacher.max_answer_length,
             },
             data.train_file,
-            settings,
+            data.teacher_triple_settings(),
         )
         path = Path(hp.teacher_cache_dir) / f"{key}.pt"
         if self.trainer.is_global_zero and not path.exists():

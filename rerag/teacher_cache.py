@@ -29,14 +29,10 @@ CACHE_VERSION = 1
 
 
 def pair_key(question: str, answer: str, context: dict) -> str:
-    """An entry's key: what the teacher read (the question, the context as the RE sees it in training)
-    and the answer it scored."""
+    """An entry's key: what the teacher read (the question, the context as training shows it to the
+    generator) and the answer it scored."""
     fields = [question, answer, context.get("title", ""), context["text"]]
     return hashlib.sha1(json.dumps(fields).encode()).hexdigest()
-
-
-#: The datamodule settings that decide which (question, answer, context) triples training shows.
-TRAINING_CONTEXT_SETTINGS = ("n_train_contexts", "n_deep_contexts", "deep_context_depth", "train_context_words", "seed")
 
 
 def weights_fingerprint(model: torch.nn.Module) -> str:

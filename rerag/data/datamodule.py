@@ -240,6 +240,15 @@ class RERAGDataModule(L.LightningDataModule):
         """The validated records of a split loaded by `setup` ("train", "val", "test", "predict")."""
         return self._splits[split].records
 
+    def teacher_triple_settings(self) -> dict:
+        """The settings that decide which triples `teacher_triples` yields (part of the teacher cache's key)."""
+        hp = self.hparams
+        names = ("n_train_contexts", "n_deep_contexts", "deep_context_depth", "train_context_words", "seed")
+        settings = {name: hp[name] for name in names}
+        if not hp.window_generator_contexts:
+            settings["train_context_words"] = None  # the teacher reads whole passages: a whole-passage run's triples
+        return settings
+
     def teacher_triples(self) -> Iterator[tuple[str, str, dict]]:
         """Every (question, answer, context) that training may show, each context as training
         shows it: what a frozen teacher scores once (`rerag.teacher_cache`)."""
