@@ -3,17 +3,20 @@
 Builds `configs/squad_smollm2.yaml`'s module joint from step 0 (`model.teacher_steps 0`: the
 generator scores F_ij live, as in the joint stage) and times its training step (forward and
 backward over both adapters; the optimizer step is left out) on the same training questions under
-five settings, in one run, each on the data its settings make and with the config's number of
+seven settings, in one run, each on the data its settings make and with the config's number of
 training contexts per question:
 
 1. the earlier joint config: the title and the long instruction in both prompts, 256 prompt tokens,
-   whole passages, label words "true"/"false", the RE adapted on q/k/v/o of the top 8 layers, float32;
-2. the config: no title, 192 tokens, 60-word training windows, "True"/"False", the RE adapted on
-   all 7 linear modules of all 30 layers, float32;
+   whole passages, label words "true"/"false", the RE and the generator adapted on q/k/v/o of the
+   top 8 layers, float32;
+2. the config: no title, 192 tokens, "True"/"False", the RE on 60-word training windows and the
+   generator on whole passages, both adapted on all 7 linear modules of all 30 layers, float32;
 3. the config with the base's weights in bfloat16 and the step under the trainer's bf16-mixed
    autocast (what bf16 saves; the adapters stay float32);
-4. the config with whole passages (what the windows save);
-5. the config with the RE adapted as in 1 (what adapting every layer costs).
+4. the config with whole passages for the RE too (what the RE's windows save);
+5. the config with the RE adapted as in 1 (what adapting every layer of the RE costs);
+6. the config with the generator adapted as in 1 (what adapting every layer of the generator costs);
+7. the config with the generator on the RE's windows (what whole passages cost the generator).
 Every row but 3 runs in float32, whatever the config's precision.
 
 Printed per setting: RE and generator prompt tokens per context (real, and padded to the batch's
@@ -42,17 +45,21 @@ EARLIER_PROMPTS = {
     "generator_max_length": 256,
     "train_context_words": None,
 }
+EARLIER_GEN = ["--model.generator_lora.target_modules", "[q_proj, k_proj, v_proj, o_proj]"]
+EARLIER_GEN += ["--model.generator_lora.layers_to_transform", TOP_8]
 EARLIER_WORDS = ["--model.true_word", "true", "--model.false_word", "false"]
 
 
 def settings() -> dict[str, tuple[list[str], dict]]:
     """Each row's model overrides (a build of its own when they differ) and datamodule overrides."""
     return {
-        "earlier joint config": (EARLIER_RE + EARLIER_WORDS + FLOAT32, EARLIER_PROMPTS),
+        "earlier joint config": (EARLIER_RE + EARLIER_GEN + EARLIER_WORDS + FLOAT32, EARLIER_PROMPTS),
         "the config": (FLOAT32, {}),
         "the config, bf16": (BF16, {}),
-        "the config, whole passages": (FLOAT32, {"train_context_words": None}),
+        "the config, whole passages for the RE too": (FLOAT32, {"train_context_words": None}),
         "the config, RE on the top 8 layers' attention": (EARLIER_RE + FLOAT32, {}),
+        "the config, generator on the top 8 layers' attention": (EARLIER_GEN + FLOAT32, {}),
+        "the config, generator on the RE's windows": (FLOAT32, {"window_generator_contexts": True}),
     }
 
 
