@@ -20,8 +20,6 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Sequence
 
-from rouge_score import rouge_scorer
-
 from .answers import exact_match, has_answer, normalize_answer, token_f1
 
 DownstreamMetric = Callable[[str, Sequence[str]], float]
@@ -55,7 +53,9 @@ def accuracy(prediction: str, references: Sequence[str]) -> float:
 
 
 @functools.lru_cache(maxsize=1)
-def _rouge_l_scorer() -> rouge_scorer.RougeScorer:
+def _rouge_l_scorer():
+    from rouge_score import rouge_scorer  # imported on first use: it loads nltk, which `import erag` need not
+
     return rouge_scorer.RougeScorer(["rougeL"])
 
 
