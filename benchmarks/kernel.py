@@ -2,6 +2,7 @@
 
     python benchmarks/kernel.py                        # CUDA: N in {1280, 5120}, V = 32128, d in {768, 1024}
     python benchmarks/kernel.py --device cpu --small   # CPU: tiny shapes, eager vs the reference
+    python benchmarks/kernel.py --sweep                # CUDA: launch settings of the Triton kernels, N = 5120
 
 Two tables. "loss": from bf16 logits [N, V], the normalized true/false loss; it is memory-bound, so it
 reports effective GB/s = 3 N V bytes-per-element / time (read logits forward, read them backward,
@@ -9,6 +10,10 @@ write their gradient) against the device's memory bandwidth. "LM head + loss": f
 and the LM-head weight [V, d]; it is matmul-bound, so it reports TFLOP/s of the 6 N V d useful
 flops (logits, grad hidden, grad weight). Errors are against the float32 reference; peak
 memory (above the inputs, gradients included) is measured on CUDA only.
+
+`--sweep` times each Triton kernel alone over its launch settings (kernels/true_false_logits.py:
+LSE_LAUNCH, GRAD_LAUNCH) against a device copy of the same logits, and the fused LM head over its
+slice size (kernels/fused_lm_head.py: SLICE_ELEMENTS); the defaults are marked.
 """
 
 import argparse
@@ -128,6 +133,75 @@ def run(name, methods, inputs, upstream, want, device, reps, extra):
         print(f"| {name} | {method} | {ms:.3f} | {mem} | {extra(ms)} | {d_logp:.1e} | {d_grad:.1e} |")
 
 
+def cuda_ms(fn, reps):
+    """Median ms of fn() on CUDA, after 3 warm-up calls (compiles here)."""
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    starts, ends = ([torch.cuda.Event(enable_timing=True) for _ in range(reps)] for _ in range(2))
+    for start, end in zip(starts, ends):
+        start.record()
+        fn()
+        end.record()
+    torch.cuda.synchronize()
+    return statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends))
+
+
+def sweep(device, dtype, N, V, reps, bandwidth):
+    """Tables of the Triton kernels' launch settings and the fused head's slice size (CUDA)."""
+    from kernels import fused_lm_head
+    from kernels import true_false_logits as T
+
+    gen = torch.Generator(device).manual_seed(0)
+    z = (3 * torch.randn(N, V, generator=gen, device=device)).to(dtype)
+    g = torch.randn(N, generator=gen, device=device)
+    nbytes = N * V * z.element_size()
+
+    def rate(moved, ms):
+        gbs = moved / ms / 1e6
+        return f"{gbs:.4g} ({100 * gbs / 1e3 / bandwidth:.0f}%)" if bandwidth else f"{gbs:.4g}"
+
+    copy_ms = cuda_ms(lambda: z.clone(), reps)
+    print(f"sweep: N = {N}, V = {V}, {dtype}; a device copy of the logits (read + write): {copy_ms:.3f} ms, "
+          f"{rate(2 * nbytes, copy_ms)} GB/s\n")  # fmt: skip
+    print("logsumexp kernel alone (reads the logits once)")
+    print("| BLOCK | num_warps | ms | GB/s (% of peak) |")
+    print("|---|---|---|---|")
+    for block in (2048, 4096, 8192, 16384):
+        for warps in (4, 8, 16):
+            launch = dict(BLOCK=block, num_warps=warps)
+            ms = cuda_ms(lambda launch=launch: T.logsumexp_rows(z, launch=launch), reps)
+            mark = " (default)" if launch == T.LSE_LAUNCH else ""
+            print(f"| {block} | {warps} | {ms:.3f}{mark} | {rate(nbytes, ms)} |")
+    lse = T.logsumexp_rows(z)
+    print("\ngradient kernel alone (reads the logits, writes their gradient)")
+    print("| BLOCK | num_warps | ms | GB/s (% of peak) |")
+    print("|---|---|---|---|")
+    for block in (1024, 2048, 4096, 8192, 16384):
+        for warps in (4, 8, 16):
+            launch = dict(BLOCK=block, num_warps=warps)
+            ms = cuda_ms(lambda launch=launch: T.softmax_grad(z, lse, g, g, TRUE_ID, FALSE_ID, launch=launch), reps)
+            mark = " (default)" if launch == T.GRAD_LAUNCH else ""
+            print(f"| {block} | {warps} | {ms:.3f}{mark} | {rate(2 * nbytes, ms)} |")
+    print("\nfused LM head + loss, forward + backward, d = 768, by slice size")
+    print("| SLICE_ELEMENTS | slices | ms | peak MiB | TFLOP/s |")
+    print("|---|---|---|---|---|")
+    d, default = 768, fused_lm_head.SLICE_ELEMENTS
+    hidden = torch.randn(N, d, generator=gen, device=device).to(dtype).requires_grad_()
+    weight = torch.randn(V, d, generator=gen, device=device).to(dtype).requires_grad_()
+    upstream = (torch.randn(N, generator=gen, device=device), g)
+    fused = lambda h, w: kernels.fused_true_false_logprobs(h, w, TRUE_ID, FALSE_ID, d**-0.5, backend="triton")
+    for elements in (2**23, 2**24, 2**25, 2**26, 2**27):
+        fused_lm_head.SLICE_ELEMENTS = elements
+        ms, peak, _ = measure(fused, [hidden, weight], upstream, device, reps)
+        n_slices = len(fused_lm_head._slices(N, V, None))
+        mark = " (default)" if elements == default else ""
+        print(
+            f"| 2^{elements.bit_length() - 1}{mark} | {n_slices} | {ms:.3f} | {peak:.0f} | {6 * N * V * d / ms / 1e9:.3g} |"
+        )
+    fused_lm_head.SLICE_ELEMENTS = default
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
@@ -136,6 +210,7 @@ def main():
     parser.add_argument("--vocab", type=int, default=32128)
     parser.add_argument("--bandwidth", type=float, help="device memory bandwidth in TB/s (default: looked up)")
     parser.add_argument("--reps", type=int, help="timed steps after 3 warmup ones (default: 20 CUDA, 3 CPU)")
+    parser.add_argument("--sweep", action="store_true", help="launch settings and slice sizes instead (CUDA, N = 5120)")
     args = parser.parse_args()
 
     device, dtype, V = torch.device(args.device), getattr(torch, args.dtype), args.vocab
@@ -148,6 +223,8 @@ def main():
         print(f"device: {name}, {bandwidth or '?'} TB/s; torch {torch.__version__}; {args.dtype}; V = {V}\n")
     else:
         print(f"device: cpu ({torch.get_num_threads()} threads); torch {torch.__version__}; {args.dtype}; V = {V}\n")
+    if args.sweep:
+        return sweep(device, dtype, 5120, V, reps, bandwidth)
     gen = torch.Generator(device).manual_seed(0)
     rand = lambda *shape: torch.randn(*shape, generator=gen, device=device)
 

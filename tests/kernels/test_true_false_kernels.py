@@ -69,15 +69,19 @@ def test_chunked_fused_reference_matches_full_logits(dtype):
 # --- Triton against the reference --------------------------------------------------------------
 
 
+SMALL_LAUNCH = dict(BLOCK=32, num_warps=1)  # 32 columns per program step
+
+
 @triton_only
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("n, v, true_id, false_id", [(6, 100, 99, 3), (1, 77, 0, 76), (3, 64, 5, 5)])
 def test_triton_logits_match_reference(dtype, n, v, true_id, false_id):
-    # block 32: V = 100 and 77 are not multiples of it; ids in the first and last columns.
+    # V = 100 and 77 are not multiples of 32; ids in the first and last columns.
     from kernels.true_false_logits import triton_true_false_logprobs
 
     z = random_logits(n, v, dtype)
-    got = value_and_grads(lambda x: triton_true_false_logprobs(x, true_id, false_id, block=32), [z])
+    fn = lambda x: triton_true_false_logprobs(x, true_id, false_id, SMALL_LAUNCH, SMALL_LAUNCH)
+    got = value_and_grads(fn, [z])
     want = value_and_grads(lambda x: reference.true_false_logprobs(x, true_id, false_id), [z])
     assert [x.dtype for x in got] == [torch.float32, torch.float32, dtype]
     assert_all_close(got, want, GRAD_TOL[dtype])
@@ -87,18 +91,18 @@ def test_triton_logits_match_reference(dtype, n, v, true_id, false_id):
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("n, v, d", [(19, 50, 20), (1, 33, 16)])
 def test_triton_fused_matches_reference(dtype, n, v, d):
-    # 16-wide tiles: none of N, V, d is a multiple of them but d = 16; true id in the last column.
+    # Vocabulary slices of 16 columns: V is not a multiple; the true id in the last slice, the false one in the first.
     from kernels.fused_lm_head import triton_fused_true_false_logprobs
 
     inputs = random_lm_head(n, v, d, dtype)
-    got = value_and_grads(lambda h, w: triton_fused_true_false_logprobs(h, w, v - 1, 2, 0.25, (16, 16, 16)), inputs)
+    got = value_and_grads(lambda h, w: triton_fused_true_false_logprobs(h, w, v - 1, 2, 0.25, 16), inputs)
     want = value_and_grads(lambda h, w: reference.fused_true_false_logprobs(h, w, v - 1, 2, 0.25), inputs)
     assert [x.dtype for x in got] == [torch.float32, torch.float32, dtype, dtype]
     assert_all_close(got, want, GRAD_TOL[dtype])
 
 
 @triton_only
-def test_triton_fused_default_tiles_and_frozen_weight():
+def test_triton_fused_default_slices_and_frozen_weight():
     hidden, weight = random_lm_head(5, 300, 40, torch.float32)
     h = hidden.clone().requires_grad_()
     log_pt, log_pf = kernels.fused_true_false_logprobs(h, weight, 299, 1, backend="triton")
@@ -122,7 +126,7 @@ def test_triton_logits_extreme_values(dtype):
     z[3, 50] = 0.0  # a single finite logit, after two all -inf blocks of 32
     z[1, 69] = float("-inf")  # the true column itself masked: log p_t = -inf
     z = z.to(dtype)
-    got = value_and_grads(lambda x: triton_true_false_logprobs(x, 69, 10, block=32), [z])
+    got = value_and_grads(lambda x: triton_true_false_logprobs(x, 69, 10, SMALL_LAUNCH, SMALL_LAUNCH), [z])
     want = value_and_grads(lambda x: reference.true_false_logprobs(x, 69, 10), [z])
     assert not got[2].isnan().any()
     assert got[0][1] == float("-inf")
@@ -155,27 +159,25 @@ def test_gradcheck_float64(backend):
 # The interpreter accepts code that the compiler rejects: compile the real kernels for an H100
 # (sm_90) here, without a GPU, as the CUDA path will. A subprocess, since the interpreter must be off.
 COMPILE_FOR_SM90 = """
-import torch, triton
+import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
-from kernels import fused_lm_head as F, true_false_logits as T
+from kernels import true_false_logits as T
 
-def compile_sm90(fn, signature, constexprs, num_warps=4):
+def compile_sm90(fn, signature, constexprs, num_warps):
     signature = {**signature, **{name: "constexpr" for name in constexprs}}
     src = ASTSource(fn=fn, signature=signature, constexprs=constexprs)
     triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": num_warps})
 
-dt, f32, i = "*bf16", "*fp32", "i32"
-compile_sm90(T._forward_kernel, dict(z_ptr=dt, stride=i, lse_ptr=f32, log_pt_ptr=f32, log_pf_ptr=f32, V=i,
-             true_id=i, false_id=i), dict(BLOCK=4096))
-compile_sm90(T._backward_kernel, dict(z_ptr=dt, z_stride=i, grad_ptr=dt, grad_stride=i, lse_ptr=f32, g_pt_ptr=f32,
-             g_pf_ptr=f32, V=i, true_id=i, false_id=i), dict(BLOCK=4096))
-meta = F._meta(torch.bfloat16, (128, 128, 32))
-num_warps = meta.pop("num_warps")
-compile_sm90(F._forward_kernel, dict(h_ptr=dt, w_ptr=dt, lse_part_ptr=f32, N=i, V=i, D=i, scale="fp32"), meta,
-             num_warps)
-compile_sm90(F._backward_kernel, dict(h_ptr=dt, w_ptr=dt, lse_ptr=f32, g_sum_ptr=f32, grad_h_ptr=f32, grad_w_ptr=f32,
-             N=i, V=i, D=i, scale="fp32"), dict(meta, GRAD_H=True, GRAD_W=True), num_warps)
+f32, i = "*fp32", "i32"
+for z in ("*bf16", f32):  # bf16 logits; float32 ones, the fused LM head's slices (bf16 gradient out)
+    for pick in (True, False):
+        compile_sm90(T._lse_kernel, dict(z_ptr=z, stride=i, lse_ptr=f32, log_pt_ptr=f32, log_pf_ptr=f32, V=i,
+                     true_id=i, false_id=i, scale="fp32"), dict(PICK=pick, BLOCK=T.LSE_LAUNCH["BLOCK"]),
+                     T.LSE_LAUNCH["num_warps"])
+    compile_sm90(T._grad_kernel, dict(z_ptr=z, z_stride=i, grad_ptr="*bf16", grad_stride=i, lse_ptr=f32,
+                 g_pt_ptr=f32, g_pf_ptr=f32, V=i, true_id=i, false_id=i, scale="fp32"),
+                 dict(BLOCK=T.GRAD_LAUNCH["BLOCK"]), T.GRAD_LAUNCH["num_warps"])
 """
 
 
