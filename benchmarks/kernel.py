@@ -68,6 +68,20 @@ def lm_head_methods(device, scale):
     }
 
 
+def cuda_ms(fn, reps):
+    """Median ms of fn() on CUDA, after 3 warm-up calls (compiles here)."""
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    starts, ends = ([torch.cuda.Event(enable_timing=True) for _ in range(reps)] for _ in range(2))
+    for start, end in zip(starts, ends):
+        start.record()
+        fn()
+        end.record()
+    torch.cuda.synchronize()
+    return statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends))
+
+
 def measure(fn, inputs, upstream, device, reps):
     """(median ms, peak MiB above the inputs or None on CPU, [log p_t, log p_f, *input grads])."""
 
@@ -78,17 +92,8 @@ def measure(fn, inputs, upstream, device, reps):
         torch.autograd.backward(outputs, upstream)
         return outputs
 
-    for _ in range(3):  # warmup; torch.compile compiles here
-        step()
     if device.type == "cuda":
-        torch.cuda.synchronize()
-        starts, ends = ([torch.cuda.Event(enable_timing=True) for _ in range(reps)] for _ in range(2))
-        for start, end in zip(starts, ends):
-            start.record()
-            step()
-            end.record()
-        torch.cuda.synchronize()
-        times = [s.elapsed_time(e) for s, e in zip(starts, ends)]
+        ms = cuda_ms(step, reps)  # torch.compile compiles in its warm-up
         for x in inputs:
             x.grad = None
         base = torch.cuda.memory_allocated()
@@ -97,13 +102,15 @@ def measure(fn, inputs, upstream, device, reps):
         torch.cuda.synchronize()
         peak = (torch.cuda.max_memory_allocated() - base) / 2**20
     else:
+        for _ in range(3):
+            step()
         times = []
         for _ in range(reps):
             t0 = time.perf_counter()
             outputs = step()
             times.append((time.perf_counter() - t0) * 1e3)
-        peak = None
-    return statistics.median(times), peak, [o.detach() for o in outputs] + [x.grad for x in inputs]
+        ms, peak = statistics.median(times), None
+    return ms, peak, [o.detach() for o in outputs] + [x.grad for x in inputs]
 
 
 def errors(got, want):
@@ -131,20 +138,6 @@ def run(name, methods, inputs, upstream, want, device, reps, extra):
         d_logp, d_grad = errors(got, want)
         mem = f"{peak:.0f}" if peak is not None else "-"
         print(f"| {name} | {method} | {ms:.3f} | {mem} | {extra(ms)} | {d_logp:.1e} | {d_grad:.1e} |")
-
-
-def cuda_ms(fn, reps):
-    """Median ms of fn() on CUDA, after 3 warm-up calls (compiles here)."""
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    starts, ends = ([torch.cuda.Event(enable_timing=True) for _ in range(reps)] for _ in range(2))
-    for start, end in zip(starts, ends):
-        start.record()
-        fn()
-        end.record()
-    torch.cuda.synchronize()
-    return statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends))
 
 
 def sweep(device, dtype, N, V, reps, bandwidth):
