@@ -1,36 +1,50 @@
 """How often is the gold passage the longest of BM25's top k in training, with whole passages and
-with the training windows (`data.init_args.train_context_words`)? And how often does the gold
-passage's window still hold an answer string? Counts over the questions whose top k holds a gold
-passage, with the windows training draws (`rerag.data.datamodule.word_window`, seeded as in training).
+with the training windows (`data.init_args.train_context_words`)? How often is it shorter than the
+window, against all top-k contexts (a window caps length but leaves short passages short), and how
+often does the gold passage's window still hold an answer string? Counts over the questions whose top
+k holds a gold passage, with the windows training draws (`rerag.data.datamodule.word_window`, seeded
+as in training); "skip short" takes the first k contexts of at least the window's words
+(`data.init_args.skip_short_train_contexts`), so every window has one length.
 
     rerag make-squad --input squad2_dev_5articles.json --out data/squad
     python benchmarks/length_shortcut.py --file data/squad/train.jsonl --words 40 50 60 70
+    python benchmarks/length_shortcut.py --file data/squad/dev.jsonl --k 20 --words 60
 """
 
 import argparse
 import random
 
 from erag.answers import has_answer
-from rerag.data.datamodule import word_window
+from rerag.data.datamodule import long_contexts, word_window
 from rerag.data.fid_format import read_fid
 
 
-def counts(records: list[dict], k: int, words: int | None, seed: int) -> tuple[int, float, float]:
-    """(questions, share whose gold passage is strictly the longest, share whose gold window holds an answer)."""
-    n = longest = kept = 0
+def counts(records: list[dict], k: int, words: int | None, seed: int, skip_short: bool = False) -> dict[str, float]:
+    """The questions counted, and the shares the table prints."""
+    n = longest = kept = gold_short = 0
+    short = total = 0
     for r in records:
-        top = r["ctxs"][:k]
+        top = (long_contexts(r, words)["ctxs"] if skip_short else r["ctxs"])[:k]
         gold = [bool(c.get("gold")) for c in top]
         if not any(gold):
             continue
+        g = gold.index(True)
         if words:
+            short += sum(len(c["text"].split()) < words for c in top)
+            total += len(top)
+            gold_short += len(top[g]["text"].split()) < words
             top = [word_window(c, words, random.Random(f"{seed}:{r['id']}:{c['id']}")) for c in top]
         lengths = [len(c["text"].split()) for c in top]
-        g = gold.index(True)
         n += 1
         longest += lengths[g] == max(lengths) and lengths.count(max(lengths)) == 1
         kept += has_answer(top[g]["text"], r["answers"])
-    return n, longest / n, kept / n
+    return {
+        "questions": n,
+        "longest": longest / n,
+        "gold_short": gold_short / n,
+        "short": short / total if total else 0.0,
+        "kept": kept / n,
+    }
 
 
 def main() -> None:
@@ -42,12 +56,16 @@ def main() -> None:
     args = p.parse_args()
     records = list(read_fid(args.file))
     print(
-        f"\n{args.file}, BM25's top {args.k}\n\n| windows | questions | gold strictly longest | gold window holds an answer |"
+        f"\n{args.file}, BM25's top {args.k}\n\n| windows | questions | gold strictly longest | gold shorter than "
+        "the window | contexts shorter than the window | gold window holds an answer |"
     )
-    print("|---|---|---|---|")
-    for words in [None, *args.words]:
-        n, longest, kept = counts(records, args.k, words, args.seed)
-        print(f"| {words or 'whole passages'} | {n} | {longest:.3f} | {kept:.3f} |")
+    print("|---|---|---|---|---|---|")
+    settings = [(None, False)] + [(w, skip) for w in args.words for skip in (False, True)]
+    for words, skip in settings:
+        c = counts(records, args.k, words, args.seed, skip)
+        name = f"{words}{', skip short' if skip else ''}" if words else "whole passages"
+        short = f"{c['gold_short']:.3f} | {c['short']:.3f}" if words else "- | -"
+        print(f"| {name} | {c['questions']} | {c['longest']:.3f} | {short} | {c['kept']:.3f} |")
 
 
 if __name__ == "__main__":

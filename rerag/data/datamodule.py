@@ -49,6 +49,12 @@ def word_window(context: dict, n_words: int, rng: random.Random) -> dict:
     return context | {"text": " ".join(words[start : start + n_words])}
 
 
+def long_contexts(record: dict, n_words: int) -> dict:
+    """The record's contexts of at least `n_words` words, in the retriever's order
+    (`data.init_args.skip_short_train_contexts`)."""
+    return {"ctxs": [c for c in record["ctxs"] if len(c["text"].split()) >= n_words]}
+
+
 def first_contexts(batch: dict, depth: int) -> tuple[dict, torch.Tensor]:
     """An evaluation batch cut to the retriever's first `depth` contexts of each question (the
     flattened rows, their counts, and every per-context field), as if collated with
@@ -151,6 +157,7 @@ class RERAGDataModule(L.LightningDataModule):
         deep_context_depth: int | None = None,
         n_eval_contexts: int = EVAL_CONTEXTS,
         train_context_words: int | None = None,
+        skip_short_train_contexts: bool = False,
         window_generator_contexts: bool = True,
         batch_size: int = 4,
         eval_batch_size: int = 4,
@@ -178,6 +185,12 @@ class RERAGDataModule(L.LightningDataModule):
             n_eval_contexts: contexts per dev and test question (paper 100); at least 1.
             train_context_words: cut each training context to a window of this many words (None: whole passages);
                 a cure for a length shortcut in the RE.
+            skip_short_train_contexts: training takes the retriever's first contexts that have at least
+                `train_context_words` words, skipping shorter ones, so every training window has the same
+                length. Without it the windows only cap length: a passage shorter than the window stays
+                shorter, and in make-squad's training article 12% of the gold passages are shorter than 60
+                words against 30% of BM25's top 4 (dev: 46% of the gold passages), so "short is not
+                relevant" stays learnable. No label picks the contexts.
             window_generator_contexts: the generator (and a frozen teacher) reads the same windows as the
                 RE; False: it reads whole passages, so L_gen always has the evidence the window may cut.
             batch_size: questions per training batch; at least 1.
@@ -199,6 +212,8 @@ class RERAGDataModule(L.LightningDataModule):
             value = self.hparams[field]
             if value is not None and value < minimum:
                 raise ValueError(f"data.init_args.{field}: must be at least {minimum}, got {value}")
+        if skip_short_train_contexts and train_context_words is None:
+            raise ValueError("data.init_args.skip_short_train_contexts: needs train_context_words (the length to keep)")
         self.train_file, self.val_file, self.test_file = train_file, val_file, test_file
         self.predict_file = predict_file
         self._splits: dict[str, _Questions] = {}
@@ -218,11 +233,20 @@ class RERAGDataModule(L.LightningDataModule):
             if split == "train":
                 hp = self.hparams
                 k = hp.n_train_contexts + hp.n_deep_contexts
+                if hp.skip_short_train_contexts:
+                    records = records.map(
+                        long_contexts,
+                        fn_kwargs={"n_words": hp.train_context_words},
+                        desc=f"training contexts of at least {hp.train_context_words} words",
+                    )
                 for r in records.select_columns(["id", "ctxs"]):
                     if len(r["ctxs"]) < k:
+                        long_enough = (
+                            f" of at least {hp.train_context_words} words" if hp.skip_short_train_contexts else ""
+                        )
                         raise ValueError(
                             f"{path}: record id {r['id']}: field 'ctxs': has {len(r['ctxs'])} "
-                            f"contexts, training needs n_train_contexts + n_deep_contexts = {k}"
+                            f"contexts{long_enough}, training needs n_train_contexts + n_deep_contexts = {k}"
                         )
                 self._splits[split] = _Questions(
                     records,
@@ -247,6 +271,8 @@ class RERAGDataModule(L.LightningDataModule):
         settings = {name: hp[name] for name in names}
         if not hp.window_generator_contexts:
             settings["train_context_words"] = None  # the teacher reads whole passages: a whole-passage run's triples
+        if hp.skip_short_train_contexts:  # other contexts; absent when off, so earlier runs' caches keep their key
+            settings["skip_short_train_contexts_below"] = hp.train_context_words
         return settings
 
     def teacher_triples(self) -> Iterator[tuple[str, str, dict]]:

@@ -124,6 +124,40 @@ def test_windows_cut_every_training_context_to_one_length(causal_data_kwargs):
     assert len(word_window({"text": "a b c d e f g"}, 3, rng)["text"].split()) == 3
 
 
+def test_skipping_short_contexts_gives_every_training_window_one_length(causal_data_kwargs, tmp_path):
+    def record(i: int, lengths: list[int]) -> str:
+        ctxs = [
+            {
+                "id": f"c{j}",
+                "title": "",
+                "text": " ".join(f"w{j}x{k}" for k in range(n)),
+                "score": -j,
+                "has_answer": False,
+            }
+            for j, n in enumerate(lengths)
+        ]
+        return json.dumps({"id": f"q{i}", "question": f"question {i}?", "answers": ["a"], "ctxs": ctxs})
+
+    train = tmp_path / "train.jsonl"
+    train.write_text("\n".join(record(i, [3, 8, 2, 9, 7, 10, 6]) for i in range(4)) + "\n")
+    kwargs = {**causal_data_kwargs, "train_file": str(train), "val_file": None, "train_context_words": 6}
+    capped, equal = RERAGDataModule(**kwargs), RERAGDataModule(**kwargs, skip_short_train_contexts=True)
+    for data in (capped, equal):
+        data.setup("fit")
+    a, b = next(iter(capped.train_dataloader())), next(iter(equal.train_dataloader()))
+    assert [c["id"] for c in a["contexts"][0]] == ["c0", "c1", "c2", "c3"]
+    assert [len(c["text"].split()) for c in a["contexts"][0]] == [3, 6, 2, 6]  # the window only caps length
+    assert [c["id"] for c in b["contexts"][0]] == ["c1", "c3", "c4", "c5"]  # the first ones of at least 6 words
+    assert {len(c["text"].split()) for cs in b["contexts"] for c in cs} == {6}
+    assert capped.teacher_triple_settings() != equal.teacher_triple_settings()  # another cache key
+
+    train.write_text(record(0, [3, 8, 2, 9, 7, 10, 6]) + "\n" + record(1, [8, 2, 9, 7]) + "\n")
+    with pytest.raises(ValueError, match=r"record id q1: field 'ctxs': has 3 contexts of at least 6 words"):
+        RERAGDataModule(**kwargs, skip_short_train_contexts=True).setup("fit")
+    with pytest.raises(ValueError, match="skip_short_train_contexts: needs train_context_words"):
+        RERAGDataModule(**causal_data_kwargs, skip_short_train_contexts=True)
+
+
 def test_the_generator_can_read_whole_passages_while_the_re_reads_windows(causal_data_kwargs):
     windowed = RERAGDataModule(**causal_data_kwargs, train_context_words=5)
     whole = RERAGDataModule(**causal_data_kwargs, train_context_words=5, window_generator_contexts=False)
