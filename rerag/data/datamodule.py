@@ -187,10 +187,8 @@ class RERAGDataModule(L.LightningDataModule):
                 a cure for a length shortcut in the RE.
             skip_short_train_contexts: training takes the retriever's first contexts that have at least
                 `train_context_words` words, skipping shorter ones, so every training window has the same
-                length. Without it the windows only cap length: a passage shorter than the window stays
-                shorter, and in make-squad's training article 12% of the gold passages are shorter than 60
-                words against 30% of BM25's top 4 (dev: 46% of the gold passages), so "short is not
-                relevant" stays learnable. No label picks the contexts.
+                length (a window only caps length: how often short passages are gold differs between
+                training and dev, `benchmarks/length_shortcut.py`). No label picks the contexts.
             window_generator_contexts: the generator (and a frozen teacher) reads the same windows as the
                 RE; False: it reads whole passages, so L_gen always has the evidence the window may cut.
             batch_size: questions per training batch; at least 1.
