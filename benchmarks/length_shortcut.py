@@ -4,7 +4,8 @@ window, against all top-k contexts (a window caps length but leaves short passag
 often does the gold passage's window still hold an answer string? Counts over the questions whose top
 k holds a gold passage, with the windows training draws (`rerag.data.datamodule.word_window`, seeded
 as in training); "skip short" takes the first k contexts of at least the window's words
-(`data.init_args.skip_short_train_contexts`), so every window has one length.
+(`data.init_args.skip_short_train_contexts`), so every window has one length; "keep answer" places a
+passage's window where it still holds an answer string (`data.init_args.train_windows_keep_answer`).
 
     rerag make-squad --input squad2_dev_5articles.json --out data/squad
     python benchmarks/length_shortcut.py --file data/squad/train.jsonl --words 40 50 60 70
@@ -19,7 +20,9 @@ from rerag.data.datamodule import long_contexts, word_window
 from rerag.data.fid_format import read_fid
 
 
-def counts(records: list[dict], k: int, words: int | None, seed: int, skip_short: bool = False) -> dict[str, float]:
+def counts(
+    records: list[dict], k: int, words: int | None, seed: int, skip_short: bool = False, keep_answer: bool = False
+) -> dict[str, float]:
     """The questions counted, and the shares the table prints."""
     n = longest = kept = gold_short = 0
     short = total = 0
@@ -33,7 +36,8 @@ def counts(records: list[dict], k: int, words: int | None, seed: int, skip_short
             short += sum(len(c["text"].split()) < words for c in top)
             total += len(top)
             gold_short += len(top[g]["text"].split()) < words
-            top = [word_window(c, words, random.Random(f"{seed}:{r['id']}:{c['id']}")) for c in top]
+            answers = r["answers"] if keep_answer else ()
+            top = [word_window(c, words, random.Random(f"{seed}:{r['id']}:{c['id']}"), answers) for c in top]
         lengths = [len(c["text"].split()) for c in top]
         n += 1
         longest += lengths[g] == max(lengths) and lengths.count(max(lengths)) == 1
@@ -60,10 +64,10 @@ def main() -> None:
         "the window | contexts shorter than the window | gold window holds an answer |"
     )
     print("|---|---|---|---|---|---|")
-    settings = [(None, False)] + [(w, skip) for w in args.words for skip in (False, True)]
-    for words, skip in settings:
-        c = counts(records, args.k, words, args.seed, skip)
-        name = f"{words}{', skip short' if skip else ''}" if words else "whole passages"
+    settings = [(None, "")] + [(w, mode) for w in args.words for mode in ("", "skip short", "keep answer")]
+    for words, mode in settings:
+        c = counts(records, args.k, words, args.seed, mode == "skip short", mode == "keep answer")
+        name = f"{words}{', ' + mode if mode else ''}" if words else "whole passages"
         short = f"{c['gold_short']:.3f} | {c['short']:.3f}" if words else "- | -"
         print(f"| {name} | {c['questions']} | {c['longest']:.3f} | {short} | {c['kept']:.3f} |")
 

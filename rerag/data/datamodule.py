@@ -17,6 +17,7 @@ import lightning as L
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
+from erag.answers import has_answer
 from erag.lm import encode_answers, encode_prompts, load_tokenizer
 from rerag.data.dataset import load_fid_dataset
 from rerag.defaults import EVAL_CONTEXTS, TRAIN_CONTEXTS
@@ -36,16 +37,28 @@ def sample_deep_contexts(
     return ctxs[:n_top] + [ctxs[j] for j in picked]
 
 
-def word_window(context: dict, n_words: int, rng: random.Random) -> dict:
+def word_window(context: dict, n_words: int, rng: random.Random, answers: Sequence[str] = ()) -> dict:
     """`context` with its text cut to `n_words` consecutive words at a random offset (unchanged when
     shorter). Cutting every training context to one length takes away a shortcut: in make-squad's
     training articles the gold passage is the longest of BM25's top 4 for 45% of the questions
     (3-6% in dev and test), and an RE learns "longest is relevant" from that. By default the teacher
-    reads the same window, so its F_ij says whether the window holds the answer: no label is used."""
+    reads the same window, so its F_ij says whether the window holds the answer: no label is used.
+
+    With `answers` (`data.init_args.train_windows_keep_answer`), a passage that holds one of the
+    question's answers (`erag.answers.has_answer`) is cut at an offset drawn among those whose window
+    still holds it, so a teacher reading the whole passage never points at a window that lost the
+    answer; other passages are cut at any offset."""
     words = context["text"].split()
     if len(words) <= n_words:
         return context
-    start = rng.randrange(len(words) - n_words + 1)
+    n_starts = len(words) - n_words + 1
+    if answers and has_answer(context["text"], answers):
+        keeping = [i for i in range(n_starts) if has_answer(" ".join(words[i : i + n_words]), answers)]
+        start = (
+            rng.choice(keeping) if keeping else rng.randrange(n_starts)
+        )  # none: the answer is longer than the window
+    else:
+        start = rng.randrange(n_starts)
     return context | {"text": " ".join(words[start : start + n_words])}
 
 
@@ -84,17 +97,22 @@ class _Questions(Dataset):
         depth: int | None = None,
         window: int | None = None,
         window_generator: bool = True,
+        window_keeps_answer: bool = False,
     ):
         self.records, self.seed, self.epoch = records, seed, 0
         self.n_top, self.n_deep, self.depth, self.window = n_top, n_deep, depth, window
-        self.window_generator = window_generator
+        self.window_generator, self.window_keeps_answer = window_generator, window_keeps_answer
 
     def windowed(self, record: dict, contexts: list[dict]) -> list[dict]:
         """`contexts` cut to `window` words (`word_window`), each at an offset fixed by the seed, the
         question and the context, so every epoch (and the teacher cache) sees the same text."""
         if self.window is None:
             return contexts
-        return [word_window(c, self.window, random.Random(f"{self.seed}:{record['id']}:{c['id']}")) for c in contexts]
+        answers = record["answers"] if self.window_keeps_answer else ()
+        return [
+            word_window(c, self.window, random.Random(f"{self.seed}:{record['id']}:{c['id']}"), answers)
+            for c in contexts
+        ]
 
     def drawable_contexts(self, i: int) -> list[dict]:
         """Every context training may show the generator with question `i`, in any epoch: the top
@@ -158,6 +176,7 @@ class RERAGDataModule(L.LightningDataModule):
         n_eval_contexts: int = EVAL_CONTEXTS,
         train_context_words: int | None = None,
         skip_short_train_contexts: bool = False,
+        train_windows_keep_answer: bool = False,
         window_generator_contexts: bool = True,
         batch_size: int = 4,
         eval_batch_size: int = 4,
@@ -189,6 +208,9 @@ class RERAGDataModule(L.LightningDataModule):
                 `train_context_words` words, skipping shorter ones, so every training window has the same
                 length (a window only caps length: how often short passages are gold differs between
                 training and dev, `benchmarks/length_shortcut.py`). No label picks the contexts.
+            train_windows_keep_answer: a training context that holds one of the question's answers is
+                cut to a window that still holds it (`word_window`): the question-answer pair places the
+                window, no `gold` or `has_answer` field is read and no label reaches the loss.
             window_generator_contexts: the generator (and a frozen teacher) reads the same windows as the
                 RE; False: it reads whole passages, so L_gen always has the evidence the window may cut.
             batch_size: questions per training batch; at least 1.
@@ -212,6 +234,8 @@ class RERAGDataModule(L.LightningDataModule):
                 raise ValueError(f"data.init_args.{field}: must be at least {minimum}, got {value}")
         if skip_short_train_contexts and train_context_words is None:
             raise ValueError("data.init_args.skip_short_train_contexts: needs train_context_words (the length to keep)")
+        if train_windows_keep_answer and train_context_words is None:
+            raise ValueError("data.init_args.train_windows_keep_answer: needs train_context_words (the window)")
         self.train_file, self.val_file, self.test_file = train_file, val_file, test_file
         self.predict_file = predict_file
         self._splits: dict[str, _Questions] = {}
@@ -254,6 +278,7 @@ class RERAGDataModule(L.LightningDataModule):
                     hp.deep_context_depth,
                     hp.train_context_words,
                     hp.window_generator_contexts,
+                    hp.train_windows_keep_answer,
                 )
             else:
                 self._splits[split] = _Questions(records, self.hparams.seed)
@@ -271,6 +296,8 @@ class RERAGDataModule(L.LightningDataModule):
             settings["train_context_words"] = None  # the teacher reads whole passages: a whole-passage run's triples
         if hp.skip_short_train_contexts:  # other contexts; absent when off, so earlier runs' caches keep their key
             settings["skip_short_train_contexts_below"] = hp.train_context_words
+        if hp.train_windows_keep_answer and hp.window_generator_contexts:  # the teacher reads these windows
+            settings["train_windows_keep_answer"] = True
         return settings
 
     def teacher_triples(self) -> Iterator[tuple[str, str, dict]]:

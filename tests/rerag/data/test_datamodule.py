@@ -2,7 +2,8 @@ import random
 
 import pytest
 
-from rerag.data.datamodule import RERAGDataModule, sample_deep_contexts
+from erag.answers import has_answer
+from rerag.data.datamodule import RERAGDataModule, sample_deep_contexts, word_window
 
 CTXS = [{"id": str(j), "has_answer": j in (0, 2, 40)} for j in range(100)]
 
@@ -41,3 +42,45 @@ def test_too_few_contexts_for_deep_sampling_is_a_clear_error(data_kwargs):
     data = RERAGDataModule(**{**data_kwargs, "n_train_contexts": 4, "n_deep_contexts": 2})
     with pytest.raises(ValueError, match=r"record id train-0: field 'ctxs': has 4 contexts.*= 6"):
         data.setup("fit")
+
+
+def test_a_window_keeps_the_answer_of_a_passage_that_holds_it():
+    words = [f"w{i}" for i in range(40)]
+    words[3:5] = ["Marie", "Curie"]  # near the start: most 10-word windows lose it
+    context = {"id": "c", "text": " ".join(words)}
+    lost = 0
+    for seed in range(50):
+        kept = word_window(context, 10, random.Random(seed), answers=["Marie Curie"])
+        assert len(kept["text"].split()) == 10 and has_answer(kept["text"], ["Marie Curie"])
+        lost += not has_answer(word_window(context, 10, random.Random(seed))["text"], ["Marie Curie"])
+    assert lost > 25  # without the answer the offset is anywhere
+    # A passage without the answer, or an answer longer than the window, is cut anywhere.
+    assert word_window(context, 10, random.Random(0), answers=["Pierre"]) == word_window(context, 10, random.Random(0))
+    assert len(word_window(context, 1, random.Random(0), answers=["Marie Curie"])["text"].split()) == 1
+
+
+def test_answer_keeping_windows_need_a_window_and_change_the_cache_key_only_when_the_teacher_reads_them(data_kwargs):
+    with pytest.raises(ValueError, match="train_windows_keep_answer: needs train_context_words"):
+        RERAGDataModule(**data_kwargs, train_windows_keep_answer=True)
+    keys = {
+        (keep, windowed_teacher): RERAGDataModule(
+            **data_kwargs,
+            train_context_words=5,
+            train_windows_keep_answer=keep,
+            window_generator_contexts=windowed_teacher,
+        ).teacher_triple_settings()
+        for keep in (False, True)
+        for windowed_teacher in (False, True)
+    }
+    assert keys[False, False] == keys[True, False]
+    assert keys[False, True] != keys[True, True]
+    data = RERAGDataModule(**data_kwargs, train_context_words=4, train_windows_keep_answer=True)
+    data.setup("fit")
+    questions, checked = data._splits["train"], 0
+    for i in range(len(questions)):
+        item = questions[i]
+        for whole, window in zip(questions.records[i]["ctxs"], item["re_ctxs"]):
+            if has_answer(whole["text"], item["answers"]) and len(whole["text"].split()) > 4:
+                checked += 1
+                assert has_answer(window["text"], item["answers"])
+    assert checked > 0
