@@ -54,9 +54,8 @@ def word_window(context: dict, n_words: int, rng: random.Random, answers: Sequen
     n_starts = len(words) - n_words + 1
     if answers and has_answer(context["text"], answers):
         keeping = [i for i in range(n_starts) if has_answer(" ".join(words[i : i + n_words]), answers)]
-        start = (
-            rng.choice(keeping) if keeping else rng.randrange(n_starts)
-        )  # none: the answer is longer than the window
+        # no window keeps it when the answer is longer than the window
+        start = rng.choice(keeping) if keeping else rng.randrange(n_starts)
     else:
         start = rng.randrange(n_starts)
     return context | {"text": " ".join(words[start : start + n_words])}
