@@ -51,13 +51,10 @@ def word_window(context: dict, n_words: int, rng: random.Random, answers: Sequen
     words = context["text"].split()
     if len(words) <= n_words:
         return context
-    n_starts = len(words) - n_words + 1
-    if answers and has_answer(context["text"], answers):
-        keeping = [i for i in range(n_starts) if has_answer(" ".join(words[i : i + n_words]), answers)]
-        # no window keeps it when the answer is longer than the window
-        start = rng.choice(keeping) if keeping else rng.randrange(n_starts)
-    else:
-        start = rng.randrange(n_starts)
+    starts = range(len(words) - n_words + 1)
+    if answers and has_answer(context["text"], answers):  # none keeps an answer longer than the window
+        starts = [i for i in starts if has_answer(" ".join(words[i : i + n_words]), answers)] or starts
+    start = rng.choice(starts)
     return context | {"text": " ".join(words[start : start + n_words])}
 
 
