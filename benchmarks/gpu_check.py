@@ -81,9 +81,10 @@ def kernels_part(device_name: str, tiny: bool) -> int:
     if tiny:  # Triton's interpreter (the CPU dry run) is slow: toy shapes, the true id in the last column
         logits_cases = [(6, 100, 99, 3)]
         fused_cases = [(19, 50, 20, 49, 2)]
-    else:  # T5's vocabulary at a training step's size, and GPT-2's (50257: an odd tail block)
+    else:  # T5's vocabulary at a training step's size, and GPT-2's (50257: an odd tail block); the fused
+        # head in one slice (N V <= 2^26) and in three (N = 2304)
         logits_cases = [(1024, 32128, 1176, 6136), (33, 50257, 0, 50256)]
-        fused_cases = [(512, 32128, 768, 1176, 6136), (77, 1000, 100, 999, 0)]
+        fused_cases = [(512, 32128, 768, 1176, 6136), (77, 1000, 100, 999, 0), (2304, 32128, 768, 31000, 5)]
     gen = torch.Generator(device).manual_seed(0)
 
     def rand(*shape):

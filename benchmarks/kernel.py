@@ -13,7 +13,9 @@ memory (above the inputs, gradients included) is measured on CUDA only.
 
 `--sweep` times each Triton kernel alone over its launch settings (kernels/true_false_logits.py:
 LSE_LAUNCH, GRAD_LAUNCH) against a device copy of the same logits, and the fused LM head over its
-slice size (kernels/fused_lm_head.py: SLICE_ELEMENTS); the defaults are marked.
+slice size (kernels/fused_lm_head.py: SLICE_ELEMENTS) at N = 1280 and 5120; the defaults are marked.
+Rows marked "CUDA graph" replay the method's forward and backward from CUDA graphs: the GPU's time
+without the host's per-launch cost.
 """
 
 import argparse
@@ -41,7 +43,13 @@ def loss_methods(device):
     ref = lambda z: kernels.true_false_logprobs(z, TRUE_ID, FALSE_ID, backend="reference")
     if device.type == "cpu":
         return {"eager": eager_loss, "reference": ref}
-    return {"eager": eager_loss, "torch.compile": torch.compile(eager_loss, dynamic=False), "triton": triton}
+    return {
+        "eager": eager_loss,
+        "torch.compile": torch.compile(eager_loss, dynamic=False),
+        "triton": triton,
+        "eager, CUDA graph": cuda_graphed(eager_loss),
+        "triton, CUDA graph": cuda_graphed(triton),
+    }
 
 
 def lm_head_methods(device, scale):
@@ -65,7 +73,26 @@ def lm_head_methods(device, scale):
         "torch.compile": torch.compile(eager_lm_head, dynamic=False),
         "triton, from logits": from_logits("triton"),
         "triton, fused": fused("triton"),
+        "eager, CUDA graph": cuda_graphed(eager_lm_head),
+        "triton, fused, CUDA graph": cuda_graphed(fused("triton")),
     }
+
+
+def cuda_graphed(fn):
+    """fn with its forward and backward replayed from CUDA graphs (torch.cuda.make_graphed_callables),
+    captured on the first call's inputs: the GPU time without the host's launch cost, which bounds
+    these ops at small N. Its peak is the memory the capture reserved (the graphs' private pool)."""
+
+    def call(*inputs):
+        if call.graphed is None:
+            torch.cuda.empty_cache()  # as capture does: the difference is then the graphs' pool
+            before = torch.cuda.memory_reserved()
+            call.graphed = torch.cuda.make_graphed_callables(fn, tuple(inputs))
+            call.pool_mib = (torch.cuda.memory_reserved() - before) / 2**20
+        return call.graphed(*inputs)
+
+    call.graphed = call.pool_mib = None
+    return call
 
 
 def cuda_ms(fn, reps):
@@ -136,6 +163,7 @@ def run(name, methods, inputs, upstream, want, device, reps, extra):
             print(f"| {name} | {method} | failed: {type(e).__name__}: {str(e).splitlines()[0][:80]} |")
             continue
         d_logp, d_grad = errors(got, want)
+        peak = getattr(fn, "pool_mib", peak)
         mem = f"{peak:.0f}" if peak is not None else "-"
         print(f"| {name} | {method} | {ms:.3f} | {mem} | {extra(ms)} | {d_logp:.1e} | {d_grad:.1e} |")
 
@@ -176,23 +204,24 @@ def sweep(device, dtype, N, V, reps, bandwidth):
             ms = cuda_ms(lambda launch=launch: T.softmax_grad(z, lse, g, g, TRUE_ID, FALSE_ID, launch=launch), reps)
             mark = " (default)" if launch == T.GRAD_LAUNCH else ""
             print(f"| {block} | {warps} | {ms:.3f}{mark} | {rate(2 * nbytes, ms)} |")
-    print("\nfused LM head + loss, forward + backward, d = 768, by slice size")
-    print("| SLICE_ELEMENTS | slices | ms | peak MiB | TFLOP/s |")
-    print("|---|---|---|---|---|")
-    d, default = 768, fused_lm_head.SLICE_ELEMENTS
-    hidden = torch.randn(N, d, generator=gen, device=device).to(dtype).requires_grad_()
-    weight = torch.randn(V, d, generator=gen, device=device).to(dtype).requires_grad_()
-    upstream = (torch.randn(N, generator=gen, device=device), g)
+    print("\nfused LM head + loss, forward + backward, d = 768, by slice size (ONE_SLICE_ELEMENTS off)")
+    print("| N | SLICE_ELEMENTS | slices | ms | peak MiB | TFLOP/s |")
+    print("|---|---|---|---|---|---|")
+    d, default, one_slice = 768, fused_lm_head.SLICE_ELEMENTS, fused_lm_head.ONE_SLICE_ELEMENTS
+    fused_lm_head.ONE_SLICE_ELEMENTS = 0
     fused = lambda h, w: kernels.fused_true_false_logprobs(h, w, TRUE_ID, FALSE_ID, d**-0.5, backend="triton")
-    for elements in (2**23, 2**24, 2**25, 2**26, 2**27):
-        fused_lm_head.SLICE_ELEMENTS = elements
-        ms, peak, _ = measure(fused, [hidden, weight], upstream, device, reps)
-        n_slices = len(fused_lm_head._slices(N, V, None))
-        mark = " (default)" if elements == default else ""
-        print(
-            f"| 2^{elements.bit_length() - 1}{mark} | {n_slices} | {ms:.3f} | {peak:.0f} | {6 * N * V * d / ms / 1e9:.3g} |"
-        )
-    fused_lm_head.SLICE_ELEMENTS = default
+    for n in (1280, N):
+        hidden = torch.randn(n, d, generator=gen, device=device).to(dtype).requires_grad_()
+        weight = torch.randn(V, d, generator=gen, device=device).to(dtype).requires_grad_()
+        upstream = (torch.randn(n, generator=gen, device=device), torch.randn(n, generator=gen, device=device))
+        for elements in (2**23, 2**24, 2**25, 2**26, 2**27):
+            fused_lm_head.SLICE_ELEMENTS = elements
+            ms, peak, _ = measure(fused, [hidden, weight], upstream, device, reps)
+            n_slices = len(fused_lm_head._slices(n, V, None))
+            mark = " (default)" if elements == default else ""
+            tflops = 6 * n * V * d / ms / 1e9
+            print(f"| {n} | 2^{elements.bit_length() - 1}{mark} | {n_slices} | {ms:.3f} | {peak:.0f} | {tflops:.3g} |")
+    fused_lm_head.SLICE_ELEMENTS, fused_lm_head.ONE_SLICE_ELEMENTS = default, one_slice
 
 
 def main():

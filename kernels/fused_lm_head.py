@@ -14,6 +14,9 @@ import torch
 from kernels.true_false_logits import logsumexp_rows, softmax_grad
 
 SLICE_ELEMENTS = 2**25  # float32 logits per vocabulary slice (128 MiB): bounds the peak memory
+# Up to this many logits (N * V) the head runs as one slice: there it is launch-bound, and one slice
+# lets the logsumexp kernel pick log p_t, log p_f itself (N = 1280 in BENCHMARKS.md).
+ONE_SLICE_ELEMENTS = 2**26
 
 
 def _matmul(a: torch.Tensor, b: torch.Tensor, acc: torch.dtype) -> torch.Tensor:
@@ -24,7 +27,10 @@ def _matmul(a: torch.Tensor, b: torch.Tensor, acc: torch.dtype) -> torch.Tensor:
 
 
 def _slices(N: int, V: int, slice_cols: int | None):
-    """Vocabulary ranges of at most slice_cols columns (default: SLICE_ELEMENTS // N, a multiple of 128)."""
+    """Vocabulary ranges of at most slice_cols columns (default: all V up to ONE_SLICE_ELEMENTS logits,
+    else SLICE_ELEMENTS // N, a multiple of 128)."""
+    if slice_cols is None and N * V <= ONE_SLICE_ELEMENTS:
+        return [(0, V)]
     cols = slice_cols or max(128, SLICE_ELEMENTS // max(N, 1) // 128 * 128)
     return [(start, min(start + cols, V)) for start in range(0, V, cols)]
 
@@ -35,19 +41,25 @@ class _FusedTrueFalseLogprobs(torch.autograd.Function):
         acc = torch.promote_types(hidden.dtype, torch.float32)
         (N, _), V = hidden.shape, weight.shape[0]
         slices = _slices(N, V, slice_cols)
-        lse = torch.stack([logsumexp_rows(_matmul(hidden, weight[a:b].T, acc), scale) for a, b in slices])
-        lse = torch.logsumexp(lse, dim=0) if len(slices) > 1 else lse[0]
-        z_tf = scale * _matmul(hidden, weight[[true_id, false_id]].T, acc)  # two columns: cheap
+        if len(slices) == 1:  # the kernel writes log p_t, log p_f too: fewer launches
+            lse, log_pt, log_pf = logsumexp_rows(_matmul(hidden, weight.T, acc), scale, ids=(true_id, false_id))
+        else:
+            lse = torch.stack([logsumexp_rows(_matmul(hidden, weight[a:b].T, acc), scale) for a, b in slices])
+            lse = torch.logsumexp(lse, dim=0)
+            # two columns: cheap; rows stacked on the device (a list index would copy from the host,
+            # which a CUDA graph cannot capture)
+            z_tf = scale * _matmul(hidden, torch.stack((weight[true_id], weight[false_id]), dim=1), acc)
+            log_pt, log_pf = z_tf[:, 0] - lse, z_tf[:, 1] - lse
         ctx.save_for_backward(hidden, weight, lse)
         ctx.ids, ctx.scale, ctx.slices = (true_id, false_id), scale, slices
-        return z_tf[:, 0] - lse, z_tf[:, 1] - lse
+        return log_pt, log_pf
 
     @staticmethod
     def backward(ctx, g_pt, g_pf):
         hidden, weight, lse = ctx.saved_tensors
         acc, (true_id, false_id) = lse.dtype, ctx.ids
         need_h, need_w = ctx.needs_input_grad[:2]
-        grad_h = torch.zeros(hidden.shape, device=hidden.device, dtype=acc) if need_h else None
+        grad_h = None  # accumulated in acc over the slices
         grad_w = torch.empty_like(weight) if need_w else None
         for a, b in ctx.slices:
             w = weight[a:b]
@@ -57,9 +69,10 @@ class _FusedTrueFalseLogprobs(torch.autograd.Function):
                 _matmul(hidden, w.T, acc), lse, g_pt, g_pf, true_id - a, false_id - a, ctx.scale, hidden.dtype
             )
             if need_h:
-                grad_h += _matmul(g, w, acc)
-            if need_w:
-                grad_w[a:b] = _matmul(g.T, hidden, acc)
+                part = _matmul(g, w, acc)
+                grad_h = part if grad_h is None else grad_h.add_(part)
+            if need_w:  # straight into its rows (cuBLAS accumulates in float32 and rounds once)
+                torch.mm(g.T, hidden, out=grad_w[a:b])
         return (grad_h.to(hidden.dtype) if need_h else None), grad_w, None, None, None, None
 
 

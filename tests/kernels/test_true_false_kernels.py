@@ -90,12 +90,14 @@ def test_triton_logits_match_reference(dtype, n, v, true_id, false_id):
 @triton_only
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("n, v, d", [(19, 50, 20), (1, 33, 16)])
-def test_triton_fused_matches_reference(dtype, n, v, d):
-    # Vocabulary slices of 16 columns: V is not a multiple; the true id in the last slice, the false one in the first.
+@pytest.mark.parametrize("slice_cols", [16, None])
+def test_triton_fused_matches_reference(dtype, n, v, d, slice_cols):
+    # Vocabulary slices of 16 columns: V is not a multiple; the true id in the last slice, the false one in
+    # the first. None: the default, one slice at these sizes (the kernel picks log p_t, log p_f itself).
     from kernels.fused_lm_head import triton_fused_true_false_logprobs
 
     inputs = random_lm_head(n, v, d, dtype)
-    got = value_and_grads(lambda h, w: triton_fused_true_false_logprobs(h, w, v - 1, 2, 0.25, 16), inputs)
+    got = value_and_grads(lambda h, w: triton_fused_true_false_logprobs(h, w, v - 1, 2, 0.25, slice_cols), inputs)
     want = value_and_grads(lambda h, w: reference.fused_true_false_logprobs(h, w, v - 1, 2, 0.25), inputs)
     assert [x.dtype for x in got] == [torch.float32, torch.float32, dtype, dtype]
     assert_all_close(got, want, GRAD_TOL[dtype])
