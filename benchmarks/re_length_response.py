@@ -15,18 +15,9 @@ import argparse
 import torch
 from scipy.stats import spearmanr
 
+from rerag.data.datamodule import passage_windows
 from rerag.data.fid_format import read_fid
 from rerag.infer.loading import load_models
-
-
-def windows(context: dict, words: int) -> list[dict]:
-    """`context` as overlapping windows of `words` words (stride words/2, the last one flush with the end)."""
-    text = context["text"].split()
-    if len(text) <= words:
-        return [context]
-    starts = list(range(0, len(text) - words + 1, words // 2))
-    starts += [len(text) - words] if starts[-1] != len(text) - words else []
-    return [context | {"text": " ".join(text[i : i + words])} for i in starts]
 
 
 def response(checkpoint: str, records: list[dict], k: int, words: int) -> dict[str, float]:
@@ -39,7 +30,7 @@ def response(checkpoint: str, records: list[dict], k: int, words: int) -> dict[s
             gold = [bool(c.get("gold")) for c in ctxs]
             lengths = [len(c["text"].split()) for c in ctxs]
             s = estimator.score(r["question"], ctxs, 32).float()
-            pieces = [windows(c, words) for c in ctxs]
+            pieces = [passage_windows(c, words) for c in ctxs]
             sw = estimator.score(r["question"], [p for ps in pieces for p in ps], 32).float()
             best = [chunk.max().item() for chunk in sw.split([len(ps) for ps in pieces])]
             rho.append(spearmanr(s.tolist(), lengths).statistic)

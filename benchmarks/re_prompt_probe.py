@@ -60,7 +60,7 @@ def probe(module, data: RERAGDataModule, n_questions: int) -> tuple[dict[str, li
     ranks = {"re_gold": [], "re_has_answer": [], "bm25_gold": []}
     rows = at_limit = 0
     for batch in data.val_dataloader():
-        s = module.relevance_scores(batch["re"])
+        s = module.relevance_scores(batch)
         counts = batch["n_contexts"].tolist()
         lengths = batch["re"]["attention_mask"].sum(dim=1)
         for i, (scores, gold, has_answer, length) in enumerate(

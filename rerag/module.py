@@ -432,11 +432,19 @@ class RERAGModule(L.LightningModule):
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
 
     # ---- evaluation -----------------------------------------------------------------------
-    def relevance_scores(self, re_inputs: dict) -> torch.Tensor:
-        """The RE's log-odds s for every flattened (question, context) row, in length-sorted chunks."""
-        return self.estimator.score_rows(
+    def relevance_scores(self, batch: dict) -> torch.Tensor:
+        """The RE's log-odds s for every flattened (question, context) row, in length-sorted chunks;
+        where the batch's RE rows are windows (`data.init_args.eval_context_words`), a context's s is
+        its best window's (MaxP)."""
+        re_inputs = batch["re"]
+        s = self.estimator.score_rows(
             re_inputs["input_ids"], re_inputs["attention_mask"], self.hparams.score_batch_size
         )
+        if "re_window_of" not in batch:
+            return s
+        window_of = batch["re_window_of"].to(s.device)
+        best = torch.full((len(batch["retriever_scores"]),), float("-inf"), device=s.device, dtype=s.dtype)
+        return best.scatter_reduce(0, window_of, s, reduce="amax")
 
     def answer(self, batch: dict, kept: list[torch.Tensor], weights: torch.Tensor) -> list[tuple[str, float]]:
         """Generate from each kept context and marginalize with softmax(weights) (eq. 6)."""
@@ -461,7 +469,7 @@ class RERAGModule(L.LightningModule):
         position): the RE's top-k contexts, the eq. 6 answer over them, confidence = max_j RE_ij;
         with `retriever_baseline`, also `answer_retriever_order` from the retriever's top-k and scores."""
         counts = batch["n_contexts"]
-        s = self.relevance_scores(batch["re"]) if s is None else s
+        s = self.relevance_scores(batch) if s is None else s
         kept = top_k_per_question(s, counts, top_k)
         flat = [c for cs in batch["contexts"] for c in cs]
         results = [

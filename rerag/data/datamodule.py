@@ -58,6 +58,20 @@ def word_window(context: dict, n_words: int, rng: random.Random, answers: Sequen
     return context | {"text": " ".join(words[start : start + n_words])}
 
 
+def passage_windows(context: dict, n_words: int) -> list[dict]:
+    """`context` as overlapping windows of `n_words` words (stride n_words // 2, the last one flush with
+    the end; the context itself when no longer). An RE trained on windows of one length scores an
+    evaluation passage by its best window (MaxP, `data.init_args.eval_context_words`): scored whole,
+    it rewards what a longer passage holds more of (BENCHMARKS.md)."""
+    words = context["text"].split()
+    if len(words) <= n_words:
+        return [context]
+    starts = list(range(0, len(words) - n_words + 1, max(1, n_words // 2)))
+    if starts[-1] != len(words) - n_words:
+        starts.append(len(words) - n_words)
+    return [context | {"text": " ".join(words[i : i + n_words])} for i in starts]
+
+
 def long_contexts(record: dict, n_words: int) -> dict:
     """The record's contexts of at least `n_words` words, in the retriever's order
     (`data.init_args.skip_short_train_contexts`)."""
@@ -66,13 +80,20 @@ def long_contexts(record: dict, n_words: int) -> dict:
 
 def first_contexts(batch: dict, depth: int) -> tuple[dict, torch.Tensor]:
     """An evaluation batch cut to the retriever's first `depth` contexts of each question (the
-    flattened rows, their counts, and every per-context field), as if collated with
-    `n_eval_contexts = depth`, and the kept rows' positions in the flattened input."""
+    flattened rows, their counts, every per-context field, and the RE's windows of the kept
+    contexts), as if collated with `n_eval_contexts = depth`, and the kept rows' positions in the
+    flattened input."""
     counts = batch["n_contexts"]
     starts = (torch.cumsum(counts, 0) - counts).tolist()
     rows = torch.cat([torch.arange(start, start + min(int(n), depth)) for start, n in zip(starts, counts.tolist())])
     per_row = {name: batch[name][rows] for name in ("retriever_scores", "has_answer", "gold") if name in batch}
     encoded = {name: {key: value[rows] for key, value in batch[name].items()} for name in ("re", "gen")}
+    if "re_window_of" in batch:  # the RE's rows are windows: keep those of the kept contexts, renumbered
+        kept = torch.isin(batch["re_window_of"], rows)
+        renumber = torch.full((len(batch["retriever_scores"]),), -1, dtype=torch.long)
+        renumber[rows] = torch.arange(len(rows))
+        encoded["re"] = {key: value[kept] for key, value in batch["re"].items()}
+        per_row["re_window_of"] = renumber[batch["re_window_of"][kept]]
     return batch | per_row | encoded | {
         "contexts": [cs[:depth] for cs in batch["contexts"]],
         "n_contexts": counts.clamp(max=depth),
@@ -174,6 +195,7 @@ class RERAGDataModule(L.LightningDataModule):
         skip_short_train_contexts: bool = False,
         train_windows_keep_answer: bool = False,
         window_generator_contexts: bool = True,
+        eval_context_words: int | None = None,
         batch_size: int = 4,
         eval_batch_size: int = 4,
         num_workers: int = 0,
@@ -209,6 +231,10 @@ class RERAGDataModule(L.LightningDataModule):
                 window, no `gold` or `has_answer` field is read and no label reaches the loss.
             window_generator_contexts: the generator (and a frozen teacher) reads the same windows as the
                 RE; False: it reads whole passages, so L_gen always has the evidence the window may cut.
+            eval_context_words: the RE scores each dev, test and predict passage by its best window of this
+                many words (`passage_windows`, stride half a window; MaxP) instead of whole (None); the
+                generator still reads whole passages. Set it to `train_context_words`: an RE trained on
+                windows of one length then sees that length at evaluation too.
             batch_size: questions per training batch; at least 1.
             eval_batch_size: questions per evaluation batch; at least 1.
             num_workers: DataLoader worker processes.
@@ -224,6 +250,7 @@ class RERAGDataModule(L.LightningDataModule):
             ("batch_size", 1),
             ("eval_batch_size", 1),
             ("train_context_words", 1),
+            ("eval_context_words", 2),
         ):
             value = self.hparams[field]
             if value is not None and value < minimum:
@@ -314,6 +341,14 @@ class RERAGDataModule(L.LightningDataModule):
         flat = [c for cs in ctxs for c in cs]
         re_flat = [c for r in records for c in r.get("re_ctxs", r["ctxs"])[:k]]  # training windows, if any
         gold = [c.get("gold") for c in flat]
+        re_questions = questions
+        extra = {"gold": torch.tensor(gold, dtype=torch.bool)} if flat and None not in gold else {}
+        if hp.eval_context_words and "re_ctxs" not in records[0]:  # evaluation: the RE reads windows
+            pieces = [passage_windows(c, hp.eval_context_words) for c in flat]
+            re_flat = [w for ws in pieces for w in ws]
+            re_questions = [q for q, ws in zip(questions, pieces) for _ in ws]
+            counts = torch.tensor([len(ws) for ws in pieces], dtype=torch.long)
+            extra["re_window_of"] = torch.repeat_interleave(counts)  # the flattened context of each RE row
         return {
             "ids": [r["id"] for r in records],
             "index": torch.tensor([r["index"] for r in records]),
@@ -322,14 +357,14 @@ class RERAGDataModule(L.LightningDataModule):
             "targets": [r["target"] for r in records],
             "contexts": ctxs,
             "n_contexts": torch.tensor([len(cs) for cs in ctxs]),
-            "re": encode_prompts(self.re_tok, format_pairs(hp.re_template, questions, re_flat), hp.re_max_length),
+            "re": encode_prompts(self.re_tok, format_pairs(hp.re_template, re_questions, re_flat), hp.re_max_length),
             "gen": encode_prompts(
                 self.gen_tok, format_pairs(hp.generator_template, questions, flat), hp.generator_max_length
             ),
             "labels": encode_answers(self.gen_tok, [r["target"] for r in records], hp.max_answer_length),
             "retriever_scores": torch.tensor([c["score"] for c in flat], dtype=torch.float32),
             "has_answer": torch.tensor([c["has_answer"] for c in flat], dtype=torch.bool),
-        } | ({"gold": torch.tensor(gold, dtype=torch.bool)} if flat and None not in gold else {})
+        } | extra
 
     def _loader(self, split: str, shuffle: bool) -> DataLoader:
         hp = self.hparams

@@ -26,7 +26,15 @@ TRAINING_FIELDS = (
     "teacher",
     "estimator_lora",
 )
-DATA_FIELDS = ("train_file", "val_file", "test_file", "n_train_contexts", "n_eval_contexts", "train_context_words")
+DATA_FIELDS = (
+    "train_file",
+    "val_file",
+    "test_file",
+    "n_train_contexts",
+    "n_eval_contexts",
+    "train_context_words",
+    "eval_context_words",
+)
 
 
 def _usage_transformers(estimator: RelevanceEstimator) -> str:

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from erag.answers import exact_match
-from rerag.data.datamodule import RERAGDataModule
+from rerag.data.datamodule import RERAGDataModule, passage_windows
 from rerag.module import RERAGModule
 
 
@@ -69,9 +69,11 @@ def test_validation_reports_every_metric(module_kwargs, data_kwargs, tmp_path):
     assert metrics["val/em"] == pytest.approx(em)
 
 
-@pytest.mark.parametrize("depth", [5, 2])  # deeper and shallower than test_top_k 3
-def test_shallower_lists_are_scored_as_if_the_data_held_only_them(module_kwargs, data_kwargs, tmp_path, depth):
-    # eval_depths [d]: the same model on the same records cut to d contexts gives the top<d> keys
+@pytest.mark.parametrize("depth, windows", [(5, None), (2, None), (2, 8)])  # deeper and shallower than test_top_k 3
+def test_shallower_lists_are_scored_as_if_the_data_held_only_them(module_kwargs, data_kwargs, tmp_path, depth, windows):
+    # eval_depths [d]: the same model on the same records cut to d contexts gives the top<d> keys; with
+    # the RE reading windows, the cut keeps each kept context's windows
+    data_kwargs = {**data_kwargs, "eval_context_words": windows}
     module, data = make({**module_kwargs, "eval_depths": [depth]}, data_kwargs)
     (both,) = trainer(tmp_path).test(module, datamodule=data)
     module_d, data_d = make(module_kwargs, {**data_kwargs, "n_eval_contexts": depth})
@@ -81,6 +83,21 @@ def test_shallower_lists_are_scored_as_if_the_data_held_only_them(module_kwargs,
     for key, value in shallow.items():
         assert both[key.replace("test/", f"test/top{depth}/")] == pytest.approx(value, abs=1e-6), key
     assert len(module.results["test"]) == len(module_d.results["test"])  # results: whole lists only
+
+
+def test_a_passage_read_in_windows_gets_its_best_window_s(module_kwargs, data_kwargs):
+    module, data = make(module_kwargs, {**data_kwargs, "eval_context_words": 8})
+    data.setup("validate")
+    batch = next(iter(data.val_dataloader()))
+    module.eval()
+    s = module.relevance_scores(batch)
+    flat = [(q, c) for q, cs in zip(batch["questions"], batch["contexts"]) for c in cs]
+    assert s.shape == (len(flat),)
+    best = [module.estimator.score(q, passage_windows(c, 8)).max() for q, c in flat[:6]]
+    whole = [module.estimator.score(q, [c])[0] for q, c in flat[:6]]
+    assert all(len(passage_windows(c, 8)) > 1 for _, c in flat[:6])
+    assert torch.allclose(s[:6], torch.stack(best), atol=1e-5)
+    assert not torch.allclose(s[:6], torch.stack(whole), atol=1e-3)  # not the whole passages' s
 
 
 def test_fit_logs_losses_to_wandb_offline(module_kwargs, data_kwargs, tmp_path, monkeypatch):

@@ -1,9 +1,10 @@
 import random
 
 import pytest
+import torch
 
 from erag.answers import has_answer
-from rerag.data.datamodule import RERAGDataModule, sample_deep_contexts, word_window
+from rerag.data.datamodule import RERAGDataModule, passage_windows, sample_deep_contexts, word_window
 
 CTXS = [{"id": str(j), "has_answer": j in (0, 2, 40)} for j in range(100)]
 
@@ -84,3 +85,31 @@ def test_answer_keeping_windows_need_a_window_and_change_the_cache_key_only_when
                 checked += 1
                 assert has_answer(window["text"], item["answers"])
     assert checked > 0
+
+
+def test_passage_windows_cover_the_passage_at_half_window_strides():
+    context = {"id": "c", "text": " ".join(f"w{i}" for i in range(25))}
+    windows = passage_windows(context, 10)
+    assert [w["text"].split()[0] for w in windows] == ["w0", "w5", "w10", "w15"]  # the last flush with the end
+    assert all(len(w["text"].split()) == 10 and w["id"] == "c" for w in windows)
+    assert {word for w in windows for word in w["text"].split()} == set(context["text"].split())
+    assert passage_windows(context, 25) == [context]
+
+
+def test_evaluation_batches_give_the_re_windows_and_the_generator_whole_passages(data_kwargs):
+    whole = RERAGDataModule(**data_kwargs)
+    windowed = RERAGDataModule(**data_kwargs, train_context_words=4, eval_context_words=8)
+    for data in (whole, windowed):
+        data.setup("fit")
+    a, b = next(iter(whole.val_dataloader())), next(iter(windowed.val_dataloader()))
+    flat = [c for cs in b["contexts"] for c in cs]
+    expected = [(j, w["text"]) for j, c in enumerate(flat) for w in passage_windows(c, 8)]
+    assert b["re_window_of"].tolist() == [j for j, _ in expected] and len(expected) > len(flat)
+    assert b["re"]["input_ids"].shape[0] == len(expected)
+    for key in ("input_ids", "attention_mask"):  # the generator reads the same whole passages
+        assert torch.equal(a["gen"][key], b["gen"][key])
+    decoded = windowed.re_tok.decode(b["re"]["input_ids"][1], skip_special_tokens=True)
+    assert expected[1][1].split()[-1].strip(".,") in decoded
+    assert "re_window_of" not in next(iter(windowed.train_dataloader()))  # training keeps its own windows
+    with pytest.raises(ValueError, match="eval_context_words: must be at least 2"):
+        RERAGDataModule(**data_kwargs, eval_context_words=1)
