@@ -15,7 +15,6 @@ import argparse
 import torch
 from scipy.stats import spearmanr
 
-from rerag.data.datamodule import passage_windows
 from rerag.data.fid_format import read_fid
 from rerag.infer.loading import load_models
 
@@ -30,9 +29,7 @@ def response(checkpoint: str, records: list[dict], k: int, words: int) -> dict[s
             gold = [bool(c.get("gold")) for c in ctxs]
             lengths = [len(c["text"].split()) for c in ctxs]
             s = estimator.score(r["question"], ctxs, 32).float()
-            pieces = [passage_windows(c, words) for c in ctxs]
-            sw = estimator.score(r["question"], [p for ps in pieces for p in ps], 32).float()
-            best = [chunk.max().item() for chunk in sw.split([len(ps) for ps in pieces])]
+            best = estimator.score(r["question"], ctxs, 32, context_words=words).float().tolist()
             rho.append(spearmanr(s.tolist(), lengths).statistic)
             hits["RE, whole passages"] += gold[int(s.argmax())]
             hits["RE, best window"] += gold[max(range(k), key=best.__getitem__)]

@@ -28,3 +28,18 @@ def fill(template: str, question: str, context: Context | None = None) -> str:
 def format_pairs(template: str, questions: list[str], contexts: list[Context]) -> list[str]:
     """`fill` for aligned lists of questions and contexts."""
     return [fill(template, q, c) for q, c in zip(questions, contexts)]
+
+
+def passage_windows(context: Context, n_words: int) -> list[Context]:
+    """`context` as overlapping windows of `n_words` words of its text (stride n_words // 2, the last
+    one flush with the end; the context itself when no longer), each a context of the same kind. An
+    RE trained on windows of one length scores a passage by its best window (MaxP): scored whole, it
+    rewards what a longer passage holds more of (BENCHMARKS.md)."""
+    words = (context if isinstance(context, str) else context["text"]).split()
+    if len(words) <= n_words:
+        return [context]
+    starts = list(range(0, len(words) - n_words + 1, max(1, n_words // 2)))
+    if starts[-1] != len(words) - n_words:
+        starts.append(len(words) - n_words)
+    texts = [" ".join(words[i : i + n_words]) for i in starts]
+    return texts if isinstance(context, str) else [context | {"text": t} for t in texts]

@@ -21,7 +21,7 @@ from erag.answers import has_answer
 from erag.lm import encode_answers, encode_prompts, load_tokenizer
 from rerag.data.dataset import load_fid_dataset
 from rerag.defaults import EVAL_CONTEXTS, TRAIN_CONTEXTS
-from rerag.inputs import format_pairs
+from rerag.inputs import format_pairs, passage_windows
 from rerag.prompts import DEFAULT_TEMPLATE
 
 
@@ -56,20 +56,6 @@ def word_window(context: dict, n_words: int, rng: random.Random, answers: Sequen
         starts = [i for i in starts if has_answer(" ".join(words[i : i + n_words]), answers)] or starts
     start = rng.choice(starts)
     return context | {"text": " ".join(words[start : start + n_words])}
-
-
-def passage_windows(context: dict, n_words: int) -> list[dict]:
-    """`context` as overlapping windows of `n_words` words (stride n_words // 2, the last one flush with
-    the end; the context itself when no longer). An RE trained on windows of one length scores an
-    evaluation passage by its best window (MaxP, `data.init_args.eval_context_words`): scored whole,
-    it rewards what a longer passage holds more of (BENCHMARKS.md)."""
-    words = context["text"].split()
-    if len(words) <= n_words:
-        return [context]
-    starts = list(range(0, len(words) - n_words + 1, max(1, n_words // 2)))
-    if starts[-1] != len(words) - n_words:
-        starts.append(len(words) - n_words)
-    return [context | {"text": " ".join(words[i : i + n_words])} for i in starts]
 
 
 def long_contexts(record: dict, n_words: int) -> dict:
@@ -232,7 +218,7 @@ class RERAGDataModule(L.LightningDataModule):
             window_generator_contexts: the generator (and a frozen teacher) reads the same windows as the
                 RE; False: it reads whole passages, so L_gen always has the evidence the window may cut.
             eval_context_words: the RE scores each dev, test and predict passage by its best window of this
-                many words (`passage_windows`, stride half a window; MaxP) instead of whole (None); the
+                many words (`rerag.inputs.passage_windows`, stride half a window; MaxP) instead of whole (None); the
                 generator still reads whole passages. Set it to `train_context_words`: an RE trained on
                 windows of one length then sees that length at evaluation too.
             batch_size: questions per training batch; at least 1.

@@ -21,7 +21,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 import kernels
 from erag.lm import adapter_scope, chat_affixes, encode_prompts, resolve
-from rerag.inputs import format_pairs
+from rerag.inputs import format_pairs, passage_windows
 from rerag.models.calibration import CALIBRATION_FILE, Calibration
 from rerag.models.folder import load_folder, save_folder
 from rerag.prompts import DEFAULT_TEMPLATE
@@ -152,14 +152,21 @@ class RelevanceEstimator(nn.Module):
         return out
 
     @torch.no_grad()
-    def score(self, question: str, passages: list[dict | str], batch_size: int = 64) -> torch.Tensor:
-        """Log-odds s for each passage of one question (length-bucketed, see `score_rows`).
-        `estimator.score` is a reranker: `(question, passages) -> scores`, as `eor`'s @RR op takes."""
+    def score(
+        self, question: str, passages: list[dict | str], batch_size: int = 64, context_words: int | None = None
+    ) -> torch.Tensor:
+        """Log-odds s for each passage of one question (length-bucketed, see `score_rows`); with
+        `context_words`, a passage's s is its best window's of that many words (`passage_windows`;
+        MaxP, as `data.init_args.eval_context_words` scores dev and test). `estimator.score` is a
+        reranker: `(question, passages) -> scores`, as `eor`'s @RR op takes."""
         if not passages:
             return torch.empty(0)
+        windows = [passage_windows(p, context_words) if context_words else [p] for p in passages]
+        rows = [w for ws in windows for w in ws]
         device = next(self.parameters()).device
-        enc = {k: v.to(device) for k, v in self.encode([question] * len(passages), passages).items()}
-        return self.score_rows(enc["input_ids"], enc["attention_mask"], batch_size)
+        enc = {k: v.to(device) for k, v in self.encode([question] * len(rows), rows).items()}
+        s = self.score_rows(enc["input_ids"], enc["attention_mask"], batch_size)
+        return torch.stack([chunk.max() for chunk in s.split([len(ws) for ws in windows])])
 
     @torch.no_grad()
     def predict(self, pairs: list[tuple[str, dict | str]], batch_size: int = 64) -> torch.Tensor:

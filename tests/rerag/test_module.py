@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from erag.answers import exact_match
-from rerag.data.datamodule import RERAGDataModule, passage_windows
+from rerag.data.datamodule import RERAGDataModule
+from rerag.inputs import passage_windows
 from rerag.module import RERAGModule
 
 

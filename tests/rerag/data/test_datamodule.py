@@ -4,7 +4,8 @@ import pytest
 import torch
 
 from erag.answers import has_answer
-from rerag.data.datamodule import RERAGDataModule, passage_windows, sample_deep_contexts, word_window
+from rerag.data.datamodule import RERAGDataModule, sample_deep_contexts, word_window
+from rerag.inputs import passage_windows
 
 CTXS = [{"id": str(j), "has_answer": j in (0, 2, 40)} for j in range(100)]
 
@@ -85,15 +86,6 @@ def test_answer_keeping_windows_need_a_window_and_change_the_cache_key_only_when
                 checked += 1
                 assert has_answer(window["text"], item["answers"])
     assert checked > 0
-
-
-def test_passage_windows_cover_the_passage_at_half_window_strides():
-    context = {"id": "c", "text": " ".join(f"w{i}" for i in range(25))}
-    windows = passage_windows(context, 10)
-    assert [w["text"].split()[0] for w in windows] == ["w0", "w5", "w10", "w15"]  # the last flush with the end
-    assert all(len(w["text"].split()) == 10 and w["id"] == "c" for w in windows)
-    assert {word for w in windows for word in w["text"].split()} == set(context["text"].split())
-    assert passage_windows(context, 25) == [context]
 
 
 def test_evaluation_batches_give_the_re_windows_and_the_generator_whole_passages(data_kwargs):

@@ -2,6 +2,7 @@ import pytest
 import torch
 from transformers import AutoTokenizer
 
+from rerag.inputs import passage_windows
 from rerag.models.estimator import RelevanceEstimator
 from rerag.models.loading import ModelSpec, build_model
 from tests.rerag.conftest import TINY_LLAMA
@@ -70,6 +71,16 @@ def test_save_and_load_give_equal_scores(estimator, tmp_path):
     loaded = RelevanceEstimator.from_pretrained(tmp_path)
     torch.testing.assert_close(loaded.score("where was Ana born?", passages), before)
     assert loaded.template == estimator.template
+
+
+def test_a_passage_scored_in_windows_gets_its_best_window_s(estimator):
+    passages = ["Ana kept bees near the river and Ana was born in Soltha long ago.", "Soltha has bridges."]
+    windows = passage_windows(passages[0], 4)
+    s = estimator.score("where was Ana born?", passages, batch_size=2, context_words=4)
+    assert s[0].item() == pytest.approx(estimator.score("where was Ana born?", windows).max().item(), abs=1e-5)
+    whole = estimator.score("where was Ana born?", passages)
+    assert s[1].item() == pytest.approx(whole[1].item(), abs=1e-5)  # shorter than a window: whole
+    assert s[0].item() != pytest.approx(whole[0].item(), abs=1e-3)
 
 
 @pytest.mark.parametrize("kind", ["estimator", "causal_estimator"])
