@@ -217,10 +217,10 @@ class RERAGDataModule(L.LightningDataModule):
                 window, no `gold` or `has_answer` field is read and no label reaches the loss.
             window_generator_contexts: the generator (and a frozen teacher) reads the same windows as the
                 RE; False: it reads whole passages, so L_gen always has the evidence the window may cut.
-            eval_context_words: the RE scores each dev, test and predict passage by its best window of this
-                many words (`rerag.inputs.passage_windows`, stride half a window; MaxP) instead of whole (None); the
-                generator still reads whole passages. Set it to `train_context_words`: an RE trained on
-                windows of one length then sees that length at evaluation too.
+            eval_context_words: the RE scores each dev, test and predict passage by its best window of
+                this many words (`rerag.inputs.passage_windows`, stride half a window; MaxP) instead of
+                whole (None); the generator still reads whole passages. Set it to `train_context_words`:
+                an RE trained on windows of one length then sees that length at evaluation too.
             batch_size: questions per training batch; at least 1.
             eval_batch_size: questions per evaluation batch; at least 1.
             num_workers: DataLoader worker processes.
