@@ -210,18 +210,22 @@ def sweep(device, dtype, N, V, reps, bandwidth):
     d, default, one_slice = 768, fused_lm_head.SLICE_ELEMENTS, fused_lm_head.ONE_SLICE_ELEMENTS
     fused_lm_head.ONE_SLICE_ELEMENTS = 0
     fused = lambda h, w: kernels.fused_true_false_logprobs(h, w, TRUE_ID, FALSE_ID, d**-0.5, backend="triton")
-    for n in (1280, N):
-        hidden = torch.randn(n, d, generator=gen, device=device).to(dtype).requires_grad_()
-        weight = torch.randn(V, d, generator=gen, device=device).to(dtype).requires_grad_()
-        upstream = (torch.randn(n, generator=gen, device=device), torch.randn(n, generator=gen, device=device))
-        for elements in (2**23, 2**24, 2**25, 2**26, 2**27):
-            fused_lm_head.SLICE_ELEMENTS = elements
-            ms, peak, _ = measure(fused, [hidden, weight], upstream, device, reps)
-            n_slices = len(fused_lm_head._slices(n, V, None))
-            mark = " (default)" if elements == default else ""
-            tflops = 6 * n * V * d / ms / 1e9
-            print(f"| {n} | 2^{elements.bit_length() - 1}{mark} | {n_slices} | {ms:.3f} | {peak:.0f} | {tflops:.3g} |")
-    fused_lm_head.SLICE_ELEMENTS, fused_lm_head.ONE_SLICE_ELEMENTS = default, one_slice
+    try:
+        for n in (1280, N):
+            hidden = torch.randn(n, d, generator=gen, device=device).to(dtype).requires_grad_()
+            weight = torch.randn(V, d, generator=gen, device=device).to(dtype).requires_grad_()
+            upstream = (torch.randn(n, generator=gen, device=device), torch.randn(n, generator=gen, device=device))
+            for elements in (2**23, 2**24, 2**25, 2**26, 2**27):
+                fused_lm_head.SLICE_ELEMENTS = elements
+                ms, peak, _ = measure(fused, [hidden, weight], upstream, device, reps)
+                n_slices = len(fused_lm_head._slices(n, V, None))
+                mark = " (default above ONE_SLICE_ELEMENTS)" if elements == default else ""
+                tflops = 6 * n * V * d / ms / 1e9
+                print(
+                    f"| {n} | 2^{elements.bit_length() - 1}{mark} | {n_slices} | {ms:.3f} | {peak:.0f} | {tflops:.3g} |"
+                )
+    finally:
+        fused_lm_head.SLICE_ELEMENTS, fused_lm_head.ONE_SLICE_ELEMENTS = default, one_slice
 
 
 def main():

@@ -28,8 +28,10 @@ def response(checkpoint: str, records: list[dict], k: int, words: int) -> dict[s
             ctxs = r["ctxs"][:k]
             gold = [bool(c.get("gold")) for c in ctxs]
             lengths = [len(c["text"].split()) for c in ctxs]
+            estimator.context_words = None  # whole passages
             s = estimator.score(r["question"], ctxs, 32).float()
-            best = estimator.score(r["question"], ctxs, 32, context_words=words).float().tolist()
+            estimator.context_words = words
+            best = estimator.score(r["question"], ctxs, 32).float().tolist()
             rho.append(spearmanr(s.tolist(), lengths).statistic)
             hits["RE, whole passages"] += gold[int(s.argmax())]
             hits["RE, best window"] += gold[max(range(k), key=best.__getitem__)]

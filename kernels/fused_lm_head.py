@@ -6,14 +6,14 @@ them with the Triton logsumexp of kernels/true_false_logits.py; it saves hidden,
 The backward recomputes each slice, turns it into dL/dlogits with the same file's gradient kernel
 (RE-RAG eq. 3-4 and eq. 11; docs/kernels.md), and hands that to two cuBLAS products: the slice's
 rows of grad weight, and a share of grad hidden. Peak memory is one slice, O(N * SLICE), where eager
-PyTorch keeps float32 [N, V] twice.
+PyTorch keeps float32 [N, V] twice; up to ONE_SLICE_ELEMENTS logits the slice is the whole [N, V].
 """
 
 import torch
 
 from kernels.true_false_logits import logsumexp_rows, softmax_grad
 
-SLICE_ELEMENTS = 2**25  # float32 logits per vocabulary slice (128 MiB): bounds the peak memory
+SLICE_ELEMENTS = 2**25  # float32 logits per vocabulary slice (128 MiB): bounds the peak memory above ONE_SLICE_ELEMENTS
 # Up to this many logits (N * V) the head runs as one slice: there it is launch-bound, and one slice
 # lets the logsumexp kernel pick log p_t, log p_f itself (N = 1280 in BENCHMARKS.md).
 ONE_SLICE_ELEMENTS = 2**26
@@ -71,7 +71,7 @@ class _FusedTrueFalseLogprobs(torch.autograd.Function):
             if need_h:
                 part = _matmul(g, w, acc)
                 grad_h = part if grad_h is None else grad_h.add_(part)
-            if need_w:  # straight into its rows (cuBLAS accumulates in float32 and rounds once)
+            if need_w:  # straight into its rows, in the weight's dtype
                 torch.mm(g.T, hidden, out=grad_w[a:b])
         return (grad_h.to(hidden.dtype) if need_h else None), grad_w, None, None, None, None
 
@@ -86,8 +86,8 @@ def triton_fused_true_false_logprobs(
 ):
     """log p_true, log p_false (float32 [N]; float64 for float64), logits = scale * hidden @ weight.T.
 
-    hidden [N, d], weight [V, d]; slice_cols vocabulary columns per slice (default: about
-    SLICE_ELEMENTS // N).
+    hidden [N, d], weight [V, d]; slice_cols vocabulary columns per slice (default: one slice up to
+    ONE_SLICE_ELEMENTS logits, else about SLICE_ELEMENTS // N).
     """
     dtype = torch.promote_types(hidden.dtype, weight.dtype)  # one dtype for the products
     hidden, weight = hidden.to(dtype).contiguous(), weight.to(dtype).contiguous()

@@ -122,7 +122,6 @@ def rerank(
     output: str,
     top_k: int | None = None,
     batch_size: int = 64,
-    context_words: int | None = None,
     device: str | None = None,
     dtype: Literal["float32", "bfloat16", "float16"] = "float32",
     compile: bool = False,
@@ -136,8 +135,6 @@ def rerank(
         output: JSONL, or a JSON list when the name ends with .json.
         top_k: contexts kept per question (default: all).
         batch_size: contexts of a question per RE forward pass.
-        context_words: score each context by its best window of this many words (default: whole); use the
-            run's `eval_context_words` (its model card lists it).
         device: cpu | cuda (default: cuda when available).
         dtype: the RE's weights in inference: bfloat16 halves memory and speeds up GPUs; s is float32 either way.
         compile: torch.compile the RE's encoder and decoder stacks (slow first batches; pays off on long files).
@@ -147,7 +144,7 @@ def rerank(
     from rerag.infer.rerank import rerank_file
 
     model = load_estimator(estimator, device, dtype, compile, trust_remote_code)
-    n = rerank_file(model, input, output, top_k, batch_size, context_words)
+    n = rerank_file(model, input, output, top_k, batch_size)
     print(f"{n} questions -> {output}")
 
 

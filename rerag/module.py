@@ -20,7 +20,7 @@ from rerag.defaults import TEST_TOP_K, VAL_TOP_K
 from rerag.losses import marginal_nll, pointwise_relevance, rerag_loss
 from rerag.metrics import first_hit_rank, recall_at_k, teacher_margin
 from rerag.models.compilation import CompileSetting, compile_stacks
-from rerag.models.estimator import RelevanceEstimator
+from rerag.models.estimator import RelevanceEstimator, best_window_scores
 from rerag.models.generator import Generator
 from rerag.models.loading import ModelSpec, build_model
 from rerag.models.lora import LoraSpec, add_adapters, add_lora
@@ -442,9 +442,7 @@ class RERAGModule(L.LightningModule):
         )
         if "re_window_of" not in batch:
             return s
-        window_of = batch["re_window_of"].to(s.device)
-        best = torch.full((len(batch["retriever_scores"]),), float("-inf"), device=s.device, dtype=s.dtype)
-        return best.scatter_reduce(0, window_of, s, reduce="amax")
+        return best_window_scores(s, batch["re_window_of"], len(batch["retriever_scores"]))
 
     def answer(self, batch: dict, kept: list[torch.Tensor], weights: torch.Tensor) -> list[tuple[str, float]]:
         """Generate from each kept context and marginalize with softmax(weights) (eq. 6)."""

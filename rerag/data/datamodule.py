@@ -75,11 +75,12 @@ def first_contexts(batch: dict, depth: int) -> tuple[dict, torch.Tensor]:
     per_row = {name: batch[name][rows] for name in ("retriever_scores", "has_answer", "gold") if name in batch}
     encoded = {name: {key: value[rows] for key, value in batch[name].items()} for name in ("re", "gen")}
     if "re_window_of" in batch:  # the RE's rows are windows: keep those of the kept contexts, renumbered
-        kept = torch.isin(batch["re_window_of"], rows)
-        renumber = torch.full((len(batch["retriever_scores"]),), -1, dtype=torch.long)
-        renumber[rows] = torch.arange(len(rows))
+        window_of = batch["re_window_of"]
+        kept = torch.isin(window_of, rows.to(window_of.device))
+        renumber = torch.full((len(batch["retriever_scores"]),), -1, dtype=torch.long, device=window_of.device)
+        renumber[rows.to(window_of.device)] = torch.arange(len(rows), device=window_of.device)
         encoded["re"] = {key: value[kept] for key, value in batch["re"].items()}
-        per_row["re_window_of"] = renumber[batch["re_window_of"][kept]]
+        per_row["re_window_of"] = renumber[window_of[kept]]
     return batch | per_row | encoded | {
         "contexts": [cs[:depth] for cs in batch["contexts"]],
         "n_contexts": counts.clamp(max=depth),

@@ -1,7 +1,7 @@
 """Export a trained RE-RAG checkpoint as Hugging Face folders, usable without Lightning.
 
 `OUT/estimator`: the RE's weights (safetensors), tokenizer and `rerag_estimator.json` (the
-true/false words, the input template, the input length); `RelevanceEstimator.from_pretrained`
+true/false words, the input template, the input length, the window it scores passages by); `RelevanceEstimator.from_pretrained`
 loads it and scores exactly as the trained module's RE. `OUT/generator`: the same for the
 generator with `rerag_generator.json`; `Generator.from_pretrained` loads it.
 
@@ -26,8 +26,13 @@ from rerag.module import RERAGModule
 
 
 def load_checkpoint(path: str | Path, map_location: str = "cpu") -> tuple[RelevanceEstimator, Generator]:
-    """The RE and the generator of a Lightning checkpoint, in eval mode (weights_only loading)."""
+    """The RE and the generator of a Lightning checkpoint, in eval mode (weights_only loading); the
+    RE scores passages as the run evaluated them (its `data.init_args.eval_context_words`)."""
+    import torch
+
     module = RERAGModule.load_from_checkpoint(path, map_location=map_location, weights_only=True)
+    data = torch.load(path, map_location="cpu", weights_only=True, mmap=True).get("datamodule_hyper_parameters", {})
+    module.estimator.context_words = data.get("eval_context_words")
     return module.estimator.eval(), module.generator.eval()
 
 

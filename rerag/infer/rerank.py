@@ -22,20 +22,15 @@ from rerag.models.estimator import RelevanceEstimator
 
 
 def rerank(
-    estimator: RelevanceEstimator,
-    records: Iterable[dict],
-    top_k: int | None = None,
-    batch_size: int = 64,
-    context_words: int | None = None,
+    estimator: RelevanceEstimator, records: Iterable[dict], top_k: int | None = None, batch_size: int = 64
 ) -> Iterator[dict]:
     """Yield each record with its contexts reranked by the RE (eval mode, on its device).
-    A question's contexts go through the RE `batch_size` at a time; `top_k` None keeps them all;
-    `context_words` scores each context by its best window of that many words (`estimator.score`)."""
+    A question's contexts go through the RE `batch_size` at a time; `top_k` None keeps them all."""
     calibrator = estimator.calibration.per_context if estimator.calibration is not None else None
     for record in records:
         if not record["question"].strip():  # read_fid rejects these in files; records built in code may not
             raise ValueError(f"record id {record.get('id')!r}: the question is empty")
-        s = estimator.score(record["question"], record["ctxs"], batch_size, context_words).float().cpu()
+        s = estimator.score(record["question"], record["ctxs"], batch_size).float().cpu()
         order = torch.argsort(s, descending=True, stable=True)[:top_k].tolist()
         p = calibrator(s.numpy()).tolist() if calibrator is not None else torch.sigmoid(s).tolist()
         yield {
@@ -70,8 +65,7 @@ def rerank_file(
     output_path: str | Path,
     top_k: int | None = None,
     batch_size: int = 64,
-    context_words: int | None = None,
 ) -> int:
     """Validate `input_path` (FiD JSON or JSONL; answers optional), rerank it, write `output_path`."""
     records = read_fid(input_path, require_answers=False)
-    return write_records(output_path, rerank(estimator, records, top_k, batch_size, context_words))
+    return write_records(output_path, rerank(estimator, records, top_k, batch_size))

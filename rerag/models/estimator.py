@@ -54,6 +54,14 @@ def lm_head_scale(model: PreTrainedModel) -> float:
     return 1.0
 
 
+def best_window_scores(s: torch.Tensor, window_of: torch.Tensor, n_passages: int) -> torch.Tensor:
+    """Each passage's s as its best window's (MaxP): s [W] of windows, window_of [W] the passage of
+    each (every passage has at least one), -> [n_passages]. An RE trained on windows of one length
+    rewards, on a whole passage, what a longer one holds more of (BENCHMARKS.md)."""
+    best = torch.full((n_passages,), float("-inf"), device=s.device, dtype=s.dtype)
+    return best.scatter_reduce(0, window_of.to(s.device), s, reduce="amax")
+
+
 class RelevanceEstimator(nn.Module):
     """Scores contexts for a question; `RE = sigmoid(s)`, `P_RE = softmax_j(s)` (eq. 3-5)."""
 
@@ -66,13 +74,18 @@ class RelevanceEstimator(nn.Module):
         template: str = DEFAULT_TEMPLATE,
         max_length: int = 256,
         adapter: str | None = None,
+        context_words: int | None = None,
     ):
         """`adapter`: the PEFT adapter of `model` that is the RE, when the model is shared with the
-        generator (`erag.lm.adapter_scope`); None: the model as it is."""
+        generator (`erag.lm.adapter_scope`); None: the model as it is. `context_words`: `score`
+        gives each passage its best window's s, windows of this many words (MaxP; `rerag export`
+        sets the run's `data.init_args.eval_context_words`); None: whole passages."""
         super().__init__()
+        if context_words is not None and context_words < 2:
+            raise ValueError(f"context_words: must be at least 2 (or None: whole passages), got {context_words}")
         self.model, self.tokenizer, self.adapter = model, tokenizer, adapter
         self.true_word, self.false_word = true_word, false_word
-        self.template, self.max_length = template, max_length
+        self.template, self.max_length, self.context_words = template, max_length, context_words
         self.true_id = single_token_id(tokenizer, true_word)
         self.false_id = single_token_id(tokenizer, false_word)
         self.calibration: Calibration | None = None  # set by from_pretrained or `rerag calibrate`
@@ -152,21 +165,21 @@ class RelevanceEstimator(nn.Module):
         return out
 
     @torch.no_grad()
-    def score(
-        self, question: str, passages: list[dict | str], batch_size: int = 64, context_words: int | None = None
-    ) -> torch.Tensor:
+    def score(self, question: str, passages: list[dict | str], batch_size: int = 64) -> torch.Tensor:
         """Log-odds s for each passage of one question (length-bucketed, see `score_rows`); with
-        `context_words`, a passage's s is its best window's of that many words (`passage_windows`;
-        MaxP, as `data.init_args.eval_context_words` scores dev and test). `estimator.score` is a
-        reranker: `(question, passages) -> scores`, as `eor`'s @RR op takes."""
+        `context_words`, each passage's best window's (`best_window_scores`). `estimator.score` is
+        a reranker: `(question, passages) -> scores`, as `eor`'s @RR op takes."""
         if not passages:
             return torch.empty(0)
-        windows = [passage_windows(p, context_words) if context_words else [p] for p in passages]
+        windows = [passage_windows(p, self.context_words) if self.context_words else [p] for p in passages]
         rows = [w for ws in windows for w in ws]
         device = next(self.parameters()).device
         enc = {k: v.to(device) for k, v in self.encode([question] * len(rows), rows).items()}
         s = self.score_rows(enc["input_ids"], enc["attention_mask"], batch_size)
-        return torch.stack([chunk.max() for chunk in s.split([len(ws) for ws in windows])])
+        if not self.context_words:
+            return s
+        window_of = torch.repeat_interleave(torch.tensor([len(ws) for ws in windows], device=s.device))
+        return best_window_scores(s, window_of, len(passages))
 
     @torch.no_grad()
     def predict(self, pairs: list[tuple[str, dict | str]], batch_size: int = 64) -> torch.Tensor:
@@ -203,6 +216,7 @@ class RelevanceEstimator(nn.Module):
                 "false_word": self.false_word,
                 "template": self.template,
                 "max_length": self.max_length,
+                "context_words": self.context_words,
             },
             self.adapter,
         )

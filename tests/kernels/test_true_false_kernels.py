@@ -158,6 +158,18 @@ def test_gradcheck_float64(backend):
     )
 
 
+@triton_only
+def test_gradcheck_float64_vocabulary_slices():
+    from kernels.fused_lm_head import triton_fused_true_false_logprobs
+
+    hidden, weight = random_lm_head(3, 37, 18, torch.float64)
+    assert torch.autograd.gradcheck(
+        lambda h, w: triton_fused_true_false_logprobs(h, w, 36, 0, 0.5, 16),  # three slices, ids in the first and last
+        (hidden.requires_grad_(), weight.requires_grad_()),
+        fast_mode=True,
+    )
+
+
 # The interpreter accepts code that the compiler rejects: compile the real kernels for an H100
 # (sm_90) here, without a GPU, as the CUDA path will. A subprocess, since the interpreter must be off.
 COMPILE_FOR_SM90 = """

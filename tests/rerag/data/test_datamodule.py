@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from erag.answers import has_answer
-from rerag.data.datamodule import RERAGDataModule, sample_deep_contexts, word_window
+from rerag.data.datamodule import RERAGDataModule, first_contexts, sample_deep_contexts, word_window
 from rerag.inputs import passage_windows
 
 CTXS = [{"id": str(j), "has_answer": j in (0, 2, 40)} for j in range(100)]
@@ -105,3 +105,18 @@ def test_evaluation_batches_give_the_re_windows_and_the_generator_whole_passages
     assert "re_window_of" not in next(iter(windowed.train_dataloader()))  # training keeps its own windows
     with pytest.raises(ValueError, match="eval_context_words: must be at least 2"):
         RERAGDataModule(**data_kwargs, eval_context_words=1)
+
+
+def test_a_batch_cut_to_its_first_contexts_keeps_their_windows():
+    batch = {
+        "n_contexts": torch.tensor([3, 2]),
+        "contexts": [["a", "b", "c"], ["d", "e"]],
+        "retriever_scores": torch.arange(5.0),
+        "re": {"input_ids": torch.arange(9)[:, None]},  # one row per window
+        "gen": {"input_ids": torch.arange(5)[:, None]},
+        "re_window_of": torch.tensor([0, 0, 1, 2, 2, 2, 3, 4, 4]),
+    }
+    cut, rows = first_contexts(batch, 1)
+    assert rows.tolist() == [0, 3] and cut["contexts"] == [["a"], ["d"]]
+    assert cut["re"]["input_ids"][:, 0].tolist() == [0, 1, 6]  # context 0's two windows, context 3's one
+    assert cut["re_window_of"].tolist() == [0, 0, 1] and cut["gen"]["input_ids"][:, 0].tolist() == [0, 3]

@@ -7,6 +7,7 @@ import yaml
 
 from rerag.cli import main
 from rerag.data.datamodule import RERAGDataModule
+from rerag.inputs import passage_windows
 from rerag.models.estimator import RelevanceEstimator
 from rerag.models.generator import Generator
 from rerag.module import RERAGModule
@@ -39,6 +40,20 @@ def test_export_round_trip_gives_equal_scores(module_kwargs, data_kwargs, tmp_pa
     # Only safetensors weights: nothing that unpickles, so nothing that can run code on load.
     written = {p.name for p in (tmp_path / "export").rglob("*")}
     assert "model.safetensors" in written and not any(n.endswith((".bin", ".pt", ".ckpt", ".pkl")) for n in written)
+
+
+def test_a_run_evaluated_by_windows_exports_an_re_that_scores_by_windows(module_kwargs, data_kwargs, tmp_path):
+    L.seed_everything(0)
+    module, data = RERAGModule(**module_kwargs), RERAGDataModule(**data_kwargs, eval_context_words=4)
+    checkpoint = fit_and_checkpoint(module, data, tmp_path)
+    main(["export", "--checkpoint", checkpoint, "--out", str(tmp_path / "export")])
+    estimator = RelevanceEstimator.from_pretrained(tmp_path / "export" / "estimator")
+    assert estimator.context_words == 4
+    module.eval()
+    passages = ["Ana kept bees near the river and Ana was born in Soltha long ago.", *PASSAGES]  # the first: windows
+    by_window = module.estimator.score(QUESTION, passage_windows(passages[0], 4)).max()
+    assert estimator.score(QUESTION, passages)[0].item() == pytest.approx(by_window.item(), abs=1e-5)
+    assert "| eval_context_words | `4` |" in (tmp_path / "export" / "estimator" / "README.md").read_text()
 
 
 def test_the_model_card_names_the_base_words_template_and_metrics(module_kwargs, data_kwargs, tmp_path):

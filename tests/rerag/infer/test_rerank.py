@@ -83,15 +83,3 @@ def test_rerank_in_bfloat16_stays_close_to_float32(export_dir, world_dir, tmp_pa
     assert outputs["float32"].keys() == outputs["bfloat16"].keys()
     diffs = [abs(outputs["float32"][k] - outputs["bfloat16"][k]) for k in outputs["float32"]]
     assert 0 < max(diffs) < 0.25  # bf16 weights change s a little (s itself is computed in float32)
-
-
-def test_rerank_can_score_each_context_by_its_best_window(export_dir, world_dir, tmp_path):
-    estimator = RelevanceEstimator.from_pretrained(export_dir / "estimator")
-    rerank_file(estimator, world_dir / "dev.jsonl", tmp_path / "windows.jsonl", context_words=8)
-    original = next(iter(read_fid(world_dir / "dev.jsonl")))
-    record = json.loads((tmp_path / "windows.jsonl").read_text().splitlines()[0])
-    s = estimator.score(original["question"], original["ctxs"], context_words=8)
-    assert not torch.allclose(s, estimator.score(original["question"], original["ctxs"]))
-    expected = torch.argsort(s, descending=True, stable=True).tolist()
-    assert [c["id"] for c in record["ctxs"]] == [original["ctxs"][j]["id"] for j in expected]
-    assert [c["re_score"] for c in record["ctxs"]] == pytest.approx(s[expected].tolist(), abs=1e-5)

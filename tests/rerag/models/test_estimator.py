@@ -73,14 +73,21 @@ def test_save_and_load_give_equal_scores(estimator, tmp_path):
     assert loaded.template == estimator.template
 
 
-def test_a_passage_scored_in_windows_gets_its_best_window_s(estimator):
+def test_an_re_with_context_words_scores_each_passage_by_its_best_window(estimator, tmp_path):
     passages = ["Ana kept bees near the river and Ana was born in Soltha long ago.", "Soltha has bridges."]
-    windows = passage_windows(passages[0], 4)
-    s = estimator.score("where was Ana born?", passages, batch_size=2, context_words=4)
-    assert s[0].item() == pytest.approx(estimator.score("where was Ana born?", windows).max().item(), abs=1e-5)
     whole = estimator.score("where was Ana born?", passages)
-    assert s[1].item() == pytest.approx(whole[1].item(), abs=1e-5)  # shorter than a window: whole
+    by_window = estimator.score("where was Ana born?", passage_windows(passages[0], 4))
+    estimator.context_words = 4
+    s = estimator.score("where was Ana born?", passages, batch_size=2)
+    assert s[0].item() == pytest.approx(by_window.max().item(), abs=1e-5)
     assert s[0].item() != pytest.approx(whole[0].item(), abs=1e-3)
+    assert s[1].item() == pytest.approx(whole[1].item(), abs=1e-5)  # shorter than a window: whole
+    estimator.save_pretrained(tmp_path)
+    loaded = RelevanceEstimator.from_pretrained(tmp_path)
+    assert loaded.context_words == 4
+    torch.testing.assert_close(loaded.score("where was Ana born?", passages), s)
+    with pytest.raises(ValueError, match="context_words: must be at least 2"):
+        RelevanceEstimator(estimator.model, estimator.tokenizer, context_words=1)
 
 
 @pytest.mark.parametrize("kind", ["estimator", "causal_estimator"])
