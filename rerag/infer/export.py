@@ -1,8 +1,8 @@
 """Export a trained RE-RAG checkpoint as Hugging Face folders, usable without Lightning.
 
 `OUT/estimator`: the RE's weights (safetensors), tokenizer and `rerag_estimator.json` (the
-true/false words, the input template, the input length, the window it scores passages by); `RelevanceEstimator.from_pretrained`
-loads it and scores exactly as the trained module's RE. `OUT/generator`: the same for the
+true/false words, the input template, the input length, the window it scores passages by);
+`RelevanceEstimator.from_pretrained` loads it and scores exactly as the trained module's RE. `OUT/generator`: the same for the
 generator with `rerag_generator.json`; `Generator.from_pretrained` loads it.
 
 LoRA adapters are merged into the weights by default; `adapters_only` writes the adapters alone,

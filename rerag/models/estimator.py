@@ -166,32 +166,28 @@ class RelevanceEstimator(nn.Module):
 
     @torch.no_grad()
     def score(self, question: str, passages: list[dict | str], batch_size: int = 64) -> torch.Tensor:
-        """Log-odds s for each passage of one question (length-bucketed, see `score_rows`); with
-        `context_words`, each passage's best window's (`best_window_scores`). `estimator.score` is
-        a reranker: `(question, passages) -> scores`, as `eor`'s @RR op takes."""
-        if not passages:
-            return torch.empty(0)
-        windows = [passage_windows(p, self.context_words) if self.context_words else [p] for p in passages]
-        rows = [w for ws in windows for w in ws]
-        device = next(self.parameters()).device
-        enc = {k: v.to(device) for k, v in self.encode([question] * len(rows), rows).items()}
-        s = self.score_rows(enc["input_ids"], enc["attention_mask"], batch_size)
-        if not self.context_words:
-            return s
-        window_of = torch.repeat_interleave(torch.tensor([len(ws) for ws in windows], device=s.device))
-        return best_window_scores(s, window_of, len(passages))
+        """Log-odds s for each passage of one question (length-bucketed, see `score_rows`; with
+        `context_words`, each passage's best window's). `estimator.score` is a reranker:
+        `(question, passages) -> scores`, as `eor`'s @RR op takes."""
+        return self.predict([(question, p) for p in passages], batch_size)
 
     @torch.no_grad()
     def predict(self, pairs: list[tuple[str, dict | str]], batch_size: int = 64) -> torch.Tensor:
         """Log-odds s for (question, passage) pairs of any questions, as sentence-transformers'
         `CrossEncoder.predict` scores pairs: [N] float32 in the pairs' order, in length-sorted
-        batches of `batch_size` (`score_rows`)."""
+        batches of `batch_size` (`score_rows`); with `context_words`, each passage's best window's
+        (`best_window_scores`)."""
         if not pairs:
             return torch.empty(0)
+        windows = [passage_windows(p, self.context_words) if self.context_words else [p] for _, p in pairs]
+        questions = [q for (q, _), ws in zip(pairs, windows) for _ in ws]
         device = next(self.parameters()).device
-        questions, passages = zip(*pairs)
-        enc = {k: v.to(device) for k, v in self.encode(list(questions), list(passages)).items()}
-        return self.score_rows(enc["input_ids"], enc["attention_mask"], batch_size)
+        enc = {k: v.to(device) for k, v in self.encode(questions, [w for ws in windows for w in ws]).items()}
+        s = self.score_rows(enc["input_ids"], enc["attention_mask"], batch_size)
+        if not self.context_words:
+            return s
+        window_of = torch.repeat_interleave(torch.tensor([len(ws) for ws in windows], device=s.device))
+        return best_window_scores(s, window_of, len(pairs))
 
     def rank(
         self, question: str, passages: list[dict | str], top_k: int | None = None, batch_size: int = 64
