@@ -43,3 +43,10 @@ def passage_windows(context: Context, n_words: int) -> list[Context]:
         starts.append(len(words) - n_words)
     texts = [" ".join(words[i : i + n_words]) for i in starts]
     return texts if isinstance(context, str) else [context | {"text": t} for t in texts]
+
+
+def window_rows(contexts: list[Context], n_words: int) -> tuple[list[Context], list[int]]:
+    """Every context's `passage_windows`, flattened, and the index in `contexts` of each window's
+    context (what `rerag.models.estimator.best_window_scores` reduces by)."""
+    pieces = [passage_windows(c, n_words) for c in contexts]
+    return [w for ws in pieces for w in ws], [j for j, ws in enumerate(pieces) for _ in ws]

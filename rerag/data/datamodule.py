@@ -21,7 +21,7 @@ from erag.answers import has_answer
 from erag.lm import encode_answers, encode_prompts, load_tokenizer
 from rerag.data.dataset import load_fid_dataset
 from rerag.defaults import EVAL_CONTEXTS, TRAIN_CONTEXTS
-from rerag.inputs import format_pairs, passage_windows
+from rerag.inputs import format_pairs, window_rows
 from rerag.prompts import DEFAULT_TEMPLATE
 
 
@@ -331,11 +331,9 @@ class RERAGDataModule(L.LightningDataModule):
         re_questions = questions
         extra = {"gold": torch.tensor(gold, dtype=torch.bool)} if flat and None not in gold else {}
         if hp.eval_context_words and "re_ctxs" not in records[0]:  # evaluation: the RE reads windows
-            pieces = [passage_windows(c, hp.eval_context_words) for c in flat]
-            re_flat = [w for ws in pieces for w in ws]
-            re_questions = [q for q, ws in zip(questions, pieces) for _ in ws]
-            counts = torch.tensor([len(ws) for ws in pieces], dtype=torch.long)
-            extra["re_window_of"] = torch.repeat_interleave(counts)  # the flattened context of each RE row
+            re_flat, window_of = window_rows(flat, hp.eval_context_words)
+            re_questions = [questions[j] for j in window_of]
+            extra["re_window_of"] = torch.tensor(window_of, dtype=torch.long)  # the flattened context of each RE row
         return {
             "ids": [r["id"] for r in records],
             "index": torch.tensor([r["index"] for r in records]),

@@ -21,7 +21,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 import kernels
 from erag.lm import adapter_scope, chat_affixes, encode_prompts, resolve
-from rerag.inputs import format_pairs, passage_windows
+from rerag.inputs import format_pairs, window_rows
 from rerag.models.calibration import CALIBRATION_FILE, Calibration
 from rerag.models.folder import load_folder, save_folder
 from rerag.prompts import DEFAULT_TEMPLATE
@@ -179,15 +179,14 @@ class RelevanceEstimator(nn.Module):
         (`best_window_scores`)."""
         if not pairs:
             return torch.empty(0)
-        windows = [passage_windows(p, self.context_words) if self.context_words else [p] for _, p in pairs]
-        questions = [q for (q, _), ws in zip(pairs, windows) for _ in ws]
+        questions, passages = (list(x) for x in zip(*pairs))
+        if self.context_words:
+            passages, window_of = window_rows(passages, self.context_words)
+            questions = [questions[j] for j in window_of]
         device = next(self.parameters()).device
-        enc = {k: v.to(device) for k, v in self.encode(questions, [w for ws in windows for w in ws]).items()}
+        enc = {k: v.to(device) for k, v in self.encode(questions, passages).items()}
         s = self.score_rows(enc["input_ids"], enc["attention_mask"], batch_size)
-        if not self.context_words:
-            return s
-        window_of = torch.repeat_interleave(torch.tensor([len(ws) for ws in windows], device=s.device))
-        return best_window_scores(s, window_of, len(pairs))
+        return best_window_scores(s, torch.tensor(window_of), len(pairs)) if self.context_words else s
 
     def rank(
         self, question: str, passages: list[dict | str], top_k: int | None = None, batch_size: int = 64
