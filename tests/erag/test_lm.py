@@ -66,7 +66,9 @@ def test_generated_answers_score_as_teacher_forced(kind, request):
     texts, loglik = generate_answers(model, tok, enc["input_ids"], enc["attention_mask"], max_new_tokens=4)
     alone = [generate_answers(model, tok, *encode_prompts(tok, [p]).values(), max_new_tokens=4) for p in PROMPTS]
     assert texts == [t for a in alone for t in a[0]]  # padding changes no answer
-    torch.testing.assert_close(loglik, torch.cat([a[1] for a in alone]), atol=1e-4, rtol=1e-4)
+    # float32 rounding of a padded batch differs by CPU (1.8e-4 on an Intel AMX machine); padding that
+    # leaked into attention moves this tiny T5's log-likelihood by about 0.3
+    torch.testing.assert_close(loglik, torch.cat([a[1] for a in alone]), atol=1e-3, rtol=1e-3)
 
 
 def test_adapter_scope_runs_one_adapter_and_keeps_both_trainable(llama):
