@@ -6,7 +6,8 @@ Training cuts every context to `data.init_args.train_context_words` words. Per q
 words (stride --words/2, `rerag.inputs.window_rows`) in one pass; this prints the mean Spearman
 correlation of the whole-passage s with the passage's word count, and gold Recall@1 of each rule:
 whole passages, the best window (MaxP, `eval_context_words`), the better of the whole passage and
-its best window, the mean window; with the longest passage and BM25's order. "windows, first pick /
+its best window, the mean window, and the best window only where the list mixes passages shorter and
+longer than a window (whole otherwise); with the longest passage and BM25's order. "windows, first pick /
 gold" compares the mean window count of the best-window rule's first pick and of the gold passage:
 a maximum over more windows is higher by chance alone, so a ratio well above 1 says passages cut into
 more windows win for their count.
@@ -56,6 +57,9 @@ def response(checkpoint: str, records: list[dict], k: int, words: int) -> dict[s
             window_of = torch.tensor(window_of)
             rho.append(spearmanr(whole.tolist(), lengths).statistic)
             picks = {f"RE, {name}": int(s.argmax()) for name, s in rules(whole, window_s, window_of).items()}
+            # best window only where the list mixes passages shorter and longer than a window
+            mixed = min(lengths) < words < max(lengths)
+            picks["RE, best window if lengths mix"] = picks["RE, best window" if mixed else "RE, whole"]
             picks |= {"longest passage": max(range(k), key=lengths.__getitem__), "BM25": 0}
             for name, j in picks.items():
                 hits[name] = hits.get(name, 0) + gold[j]
