@@ -31,8 +31,8 @@ def rules(whole: torch.Tensor, windows: torch.Tensor, window_of: torch.Tensor) -
     """Each passage's score under each rule, from its whole-passage s and its windows' s."""
     k = len(whole)
     best = best_window_scores(windows, window_of, k)
-    count = torch.bincount(window_of, minlength=k).float()
-    mean = torch.zeros(k).index_add_(0, window_of, windows) / count
+    count = torch.bincount(window_of, minlength=k).to(windows)
+    mean = windows.new_zeros(k).index_add_(0, window_of.to(windows.device), windows) / count
     return {
         "whole": whole,
         "best window": best,
@@ -52,9 +52,14 @@ def response(checkpoint: str, records: list[dict], k: int, words: int) -> dict[s
             gold = [bool(c.get("gold")) for c in ctxs]
             lengths = [len(c["text"].split()) for c in ctxs]
             windows, window_of = window_rows(ctxs, words)
-            whole = estimator.score(r["question"], ctxs, 32).float()
             window_s = estimator.score(r["question"], windows, 32).float()
             window_of = torch.tensor(window_of)
+            n_windows = torch.bincount(window_of, minlength=k)
+            # a passage no longer than a window is its one window: only longer ones are scored again whole
+            whole = best_window_scores(window_s, window_of, k)
+            longer = [j for j in range(k) if n_windows[j] > 1]
+            if longer:
+                whole[longer] = estimator.score(r["question"], [ctxs[j] for j in longer], 32).float()
             rho.append(spearmanr(whole.tolist(), lengths).statistic)
             picks = {f"RE, {name}": int(s.argmax()) for name, s in rules(whole, window_s, window_of).items()}
             # best window only where the list mixes passages shorter and longer than a window
@@ -63,7 +68,6 @@ def response(checkpoint: str, records: list[dict], k: int, words: int) -> dict[s
             picks |= {"longest passage": max(range(k), key=lengths.__getitem__), "BM25": 0}
             for name, j in picks.items():
                 hits[name] = hits.get(name, 0) + gold[j]
-            n_windows = torch.bincount(window_of, minlength=k)
             if any(gold):
                 counts[0] += float(n_windows[picks["RE, best window"]])
                 counts[1] += float(n_windows[gold.index(True)])

@@ -2,8 +2,9 @@
 
 `OUT/estimator`: the RE's weights (safetensors), tokenizer and `rerag_estimator.json` (the
 true/false words, the input template, the input length, the window it scores passages by);
-`RelevanceEstimator.from_pretrained` loads it and scores exactly as the trained module's RE. `OUT/generator`: the same for the
-generator with `rerag_generator.json`; `Generator.from_pretrained` loads it.
+`RelevanceEstimator.from_pretrained` loads it and scores exactly as the trained module's RE.
+`OUT/generator`: the same for the generator with `rerag_generator.json`; `Generator.from_pretrained`
+loads it.
 
 LoRA adapters are merged into the weights by default; `adapters_only` writes the adapters alone,
 which needs base models loaded from a name or path (the adapter folder names its base). When the
