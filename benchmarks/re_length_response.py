@@ -23,7 +23,7 @@ from scipy.stats import spearmanr
 
 from rerag.data.fid_format import read_fid
 from rerag.infer.loading import load_models
-from rerag.inputs import lengths_mix, window_rows, word_count
+from rerag.inputs import window_rows
 from rerag.models.estimator import best_window_scores
 
 
@@ -50,7 +50,7 @@ def response(checkpoint: str, records: list[dict], k: int, words: int) -> dict[s
         for r in records:
             ctxs = r["ctxs"][:k]
             gold = [bool(c.get("gold")) for c in ctxs]
-            lengths = [word_count(c) for c in ctxs]
+            lengths = [len(c["text"].split()) for c in ctxs]
             windows, window_of = window_rows(ctxs, words)
             window_s = estimator.score(r["question"], windows, 32).float()
             window_of = torch.tensor(window_of)
@@ -62,8 +62,8 @@ def response(checkpoint: str, records: list[dict], k: int, words: int) -> dict[s
                 whole[longer] = estimator.score(r["question"], [ctxs[j] for j in longer], 32).float()
             rho.append(spearmanr(whole.tolist(), lengths).statistic)
             picks = {f"RE, {name}": int(s.argmax()) for name, s in rules(whole, window_s, window_of).items()}
-            # `eval_window_rule: lengths_mix`
-            mixed = lengths_mix(ctxs, words)
+            # best window only where the list mixes passages shorter and longer than a window
+            mixed = min(lengths) < words < max(lengths)
             picks["RE, best window if lengths mix"] = picks["RE, best window" if mixed else "RE, whole"]
             picks |= {"longest passage": max(range(k), key=lengths.__getitem__), "BM25": 0}
             for name, j in picks.items():

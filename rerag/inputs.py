@@ -30,11 +30,6 @@ def format_pairs(template: str, questions: list[str], contexts: list[Context]) -
     return [fill(template, q, c) for q, c in zip(questions, contexts)]
 
 
-def word_count(context: Context) -> int:
-    """The words of a context's text (the title not counted), as `passage_windows` counts them."""
-    return len((context if isinstance(context, str) else context["text"]).split())
-
-
 def passage_windows(context: Context, n_words: int) -> list[Context]:
     """`context` as overlapping windows of `n_words` words of its text (stride n_words // 2, the last
     one flush with the end; the context itself when no longer), each a context of the same kind. An
@@ -50,36 +45,8 @@ def passage_windows(context: Context, n_words: int) -> list[Context]:
     return texts if isinstance(context, str) else [context | {"text": t} for t in texts]
 
 
-WINDOW_RULES = ("always", "lengths_mix")
-
-
-def lengths_mix(contexts: list[Context], n_words: int) -> bool:
-    """Whether one question's contexts hold passages both shorter and longer than `n_words` words.
-
-    Where they do, an RE trained on windows of that length ranks them better by best windows; where
-    every passage is about a window long or longer, better whole (BENCHMARKS.md, "Which scoring rule")."""
-    lengths = [word_count(c) for c in contexts]
-    return min(lengths) < n_words < max(lengths)
-
-
-def window_rows(
-    contexts: list[Context], n_words: int, rule: str = "always", groups: list | None = None
-) -> tuple[list[Context], list[int]]:
-    """The RE's rows for `contexts`: each context's `passage_windows`, flattened, and the index in
-    `contexts` of each row's context (what `rerag.models.estimator.best_window_scores` reduces by).
-
-    rule "always" cuts every context; "lengths_mix" cuts only the contexts of a question whose list
-    `lengths_mix`, and keeps the others whole (one row each); `groups[j]` names context j's question
-    (default: one question)."""
-    if rule not in WINDOW_RULES:
-        raise ValueError(f"window rule: one of {', '.join(WINDOW_RULES)}, got {rule!r}")
-    cut = [True] * len(contexts)
-    if rule == "lengths_mix":
-        groups = [0] * len(contexts) if groups is None else groups
-        members: dict = {}
-        for g, c in zip(groups, contexts):
-            members.setdefault(g, []).append(c)
-        mixed = {g: lengths_mix(cs, n_words) for g, cs in members.items()}
-        cut = [mixed[g] for g in groups]
-    pieces = [passage_windows(c, n_words) if keep else [c] for c, keep in zip(contexts, cut)]
+def window_rows(contexts: list[Context], n_words: int) -> tuple[list[Context], list[int]]:
+    """Every context's `passage_windows`, flattened, and the index in `contexts` of each window's
+    context (what `rerag.models.estimator.best_window_scores` reduces by)."""
+    pieces = [passage_windows(c, n_words) for c in contexts]
     return [w for ws in pieces for w in ws], [j for j, ws in enumerate(pieces) for _ in ws]

@@ -21,7 +21,7 @@ from erag.answers import has_answer
 from erag.lm import encode_answers, encode_prompts, load_tokenizer
 from rerag.data.dataset import load_fid_dataset
 from rerag.defaults import EVAL_CONTEXTS, TRAIN_CONTEXTS
-from rerag.inputs import WINDOW_RULES, format_pairs, window_rows
+from rerag.inputs import format_pairs, window_rows
 from rerag.prompts import DEFAULT_TEMPLATE
 
 
@@ -183,7 +183,6 @@ class RERAGDataModule(L.LightningDataModule):
         train_windows_keep_answer: bool = False,
         window_generator_contexts: bool = True,
         eval_context_words: int | None = None,
-        eval_window_rule: str = "always",
         batch_size: int = 4,
         eval_batch_size: int = 4,
         num_workers: int = 0,
@@ -223,9 +222,6 @@ class RERAGDataModule(L.LightningDataModule):
                 this many words (`rerag.inputs.passage_windows`, stride half a window; MaxP) instead of
                 whole (None); the generator still reads whole passages. Set it to `train_context_words`:
                 an RE trained on windows of one length then sees that length at evaluation too.
-            eval_window_rule: with `eval_context_words`, "always" scores every passage by its best window;
-                "lengths_mix" only the passages of a question whose list holds passages both shorter and
-                longer than a window (`rerag.inputs.lengths_mix`), the others whole, decided per question.
             batch_size: questions per training batch; at least 1.
             eval_batch_size: questions per evaluation batch; at least 1.
             num_workers: DataLoader worker processes.
@@ -246,10 +242,6 @@ class RERAGDataModule(L.LightningDataModule):
             value = self.hparams[field]
             if value is not None and value < minimum:
                 raise ValueError(f"data.init_args.{field}: must be at least {minimum}, got {value}")
-        if eval_window_rule not in WINDOW_RULES:
-            raise ValueError(
-                f"data.init_args.eval_window_rule: one of {', '.join(WINDOW_RULES)}, got {eval_window_rule!r}"
-            )
         if skip_short_train_contexts and train_context_words is None:
             raise ValueError("data.init_args.skip_short_train_contexts: needs train_context_words (the length to keep)")
         if train_windows_keep_answer and train_context_words is None:
@@ -339,8 +331,7 @@ class RERAGDataModule(L.LightningDataModule):
         re_questions = questions
         extra = {"gold": torch.tensor(gold, dtype=torch.bool)} if flat and None not in gold else {}
         if hp.eval_context_words and "re_ctxs" not in records[0]:  # evaluation: the RE reads windows
-            question_of = [i for i, cs in enumerate(ctxs) for _ in cs]
-            re_flat, window_of = window_rows(flat, hp.eval_context_words, hp.eval_window_rule, question_of)
+            re_flat, window_of = window_rows(flat, hp.eval_context_words)
             re_questions = [questions[j] for j in window_of]
             extra["re_window_of"] = torch.tensor(window_of, dtype=torch.long)  # the flattened context of each RE row
         return {

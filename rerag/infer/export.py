@@ -28,14 +28,12 @@ from rerag.module import RERAGModule
 
 def load_checkpoint(path: str | Path, map_location: str = "cpu") -> tuple[RelevanceEstimator, Generator]:
     """The RE and the generator of a Lightning checkpoint, in eval mode (weights_only loading); the
-    RE scores passages as the run evaluated them (its `data.init_args.eval_context_words` and
-    `eval_window_rule`)."""
+    RE scores passages as the run evaluated them (its `data.init_args.eval_context_words`)."""
     import torch
 
     module = RERAGModule.load_from_checkpoint(path, map_location=map_location, weights_only=True)
     data = torch.load(path, map_location="cpu", weights_only=True, mmap=True).get("datamodule_hyper_parameters", {})
     module.estimator.context_words = data.get("eval_context_words")
-    module.estimator.window_rule = data.get("eval_window_rule", "always")
     return module.estimator.eval(), module.generator.eval()
 
 

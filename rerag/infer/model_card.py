@@ -34,7 +34,6 @@ DATA_FIELDS = (
     "n_eval_contexts",
     "train_context_words",
     "eval_context_words",
-    "eval_window_rule",
 )
 
 

@@ -21,7 +21,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 import kernels
 from erag.lm import adapter_scope, chat_affixes, encode_prompts, resolve
-from rerag.inputs import WINDOW_RULES, format_pairs, window_rows
+from rerag.inputs import format_pairs, window_rows
 from rerag.models.calibration import CALIBRATION_FILE, Calibration
 from rerag.models.folder import load_folder, save_folder
 from rerag.prompts import DEFAULT_TEMPLATE
@@ -75,22 +75,17 @@ class RelevanceEstimator(nn.Module):
         max_length: int = 256,
         adapter: str | None = None,
         context_words: int | None = None,
-        window_rule: str = "always",
     ):
         """`adapter`: the PEFT adapter of `model` that is the RE, when the model is shared with the
         generator (`erag.lm.adapter_scope`); None: the model as it is. `context_words`: `score`
         gives each passage its best window's s, windows of this many words (MaxP; `rerag export`
-        sets the run's `data.init_args.eval_context_words`); None: whole passages. `window_rule`:
-        which passages are cut (`rerag.inputs.window_rows`; the run's `eval_window_rule`)."""
+        sets the run's `data.init_args.eval_context_words`); None: whole passages."""
         super().__init__()
         if context_words is not None and context_words < 2:
             raise ValueError(f"context_words: must be at least 2 (or None: whole passages), got {context_words}")
-        if window_rule not in WINDOW_RULES:
-            raise ValueError(f"window_rule: one of {', '.join(WINDOW_RULES)}, got {window_rule!r}")
         self.model, self.tokenizer, self.adapter = model, tokenizer, adapter
         self.true_word, self.false_word = true_word, false_word
         self.template, self.max_length, self.context_words = template, max_length, context_words
-        self.window_rule = window_rule
         self.true_id = single_token_id(tokenizer, true_word)
         self.false_id = single_token_id(tokenizer, false_word)
         self.calibration: Calibration | None = None  # set by from_pretrained or `rerag calibrate`
@@ -186,8 +181,7 @@ class RelevanceEstimator(nn.Module):
             return torch.empty(0)
         questions, passages = (list(x) for x in zip(*pairs))
         if self.context_words:
-            # a question's pairs are its list under "lengths_mix"
-            passages, window_of = window_rows(passages, self.context_words, self.window_rule, questions)
+            passages, window_of = window_rows(passages, self.context_words)
             questions = [questions[j] for j in window_of]
         device = next(self.parameters()).device
         enc = {k: v.to(device) for k, v in self.encode(questions, passages).items()}
@@ -218,7 +212,6 @@ class RelevanceEstimator(nn.Module):
                 "template": self.template,
                 "max_length": self.max_length,
                 "context_words": self.context_words,
-                "window_rule": self.window_rule,
             },
             self.adapter,
         )

@@ -1,6 +1,4 @@
-import pytest
-
-from rerag.inputs import lengths_mix, passage_windows, window_rows
+from rerag.inputs import passage_windows
 
 
 def test_passage_windows_cover_the_passage_at_half_window_strides():
@@ -12,16 +10,3 @@ def test_passage_windows_cover_the_passage_at_half_window_strides():
     assert passage_windows(context, 25) == [context]
     assert passage_windows(context["text"], 10) == [w["text"] for w in windows]  # a plain string too
     assert passage_windows("a b c d e f g", 4) == ["a b c d", "c d e f", "d e f g"]
-
-
-def test_the_lengths_mix_rule_cuts_only_the_lists_that_mix_short_and_long_passages():
-    short, window, long = "a b c", "a b c d", "a b c d e f g h"  # 3, 4 and 8 words against windows of 4
-    assert lengths_mix([short, long], 4) and not lengths_mix([window, long], 4) and not lengths_mix([short, window], 4)
-    contexts, questions = [short, long, window, long], ["q1", "q1", "q2", "q2"]
-    rows, row_of = window_rows(contexts, 4, "lengths_mix", questions)
-    assert rows == [short, "a b c d", "c d e f", "e f g h", window, long]  # q1's list mixes, q2's stays whole
-    assert row_of == [0, 1, 1, 1, 2, 3]
-    assert window_rows(contexts, 4)[1] == [0, 1, 1, 1, 2, 3, 3, 3]  # "always": every longer passage cut
-    assert window_rows(contexts, 4, "lengths_mix")[1] == [0, 1, 1, 1, 2, 3, 3, 3]  # one list: it mixes
-    with pytest.raises(ValueError, match="window rule: one of always, lengths_mix, got 'some'"):
-        window_rows(contexts, 4, "some")

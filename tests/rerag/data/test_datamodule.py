@@ -1,4 +1,3 @@
-import json
 import random
 
 import pytest
@@ -106,26 +105,6 @@ def test_evaluation_batches_give_the_re_windows_and_the_generator_whole_passages
     assert "re_window_of" not in next(iter(windowed.train_dataloader()))  # training keeps its own windows
     with pytest.raises(ValueError, match="eval_context_words: must be at least 2"):
         RERAGDataModule(**data_kwargs, eval_context_words=1)
-
-
-def test_the_lengths_mix_rule_decides_per_question_which_evaluation_passages_are_cut(data_kwargs, tmp_path):
-    # Every dev passage has 28-35 words; the second question's first is cut to 5, so only its list
-    # holds passages both shorter and longer than a window of 20 words.
-    records = [json.loads(line) for line in open(data_kwargs["val_file"])]
-    records[1]["ctxs"][0]["text"] = " ".join(records[1]["ctxs"][0]["text"].split()[:5])
-    dev = tmp_path / "dev.jsonl"
-    dev.write_text("".join(json.dumps(r) + "\n" for r in records))
-    kwargs = {**data_kwargs, "val_file": str(dev), "eval_context_words": 20}
-    data = RERAGDataModule(**kwargs, eval_window_rule="lengths_mix")
-    data.setup("validate")
-    batch = next(iter(data.val_dataloader()))
-    n = [len(cs) for cs in batch["contexts"]]
-    rows_per_question = torch.bincount(batch["re_window_of"], minlength=sum(n)).split(n)
-    assert [bool((r > 1).any()) for r in rows_per_question] == [False, True, False, False]
-    assert rows_per_question[1][0] == 1 and bool((rows_per_question[1][1:] > 1).all())  # the 5 words whole
-    assert batch["re"]["input_ids"].shape[0] == len(batch["re_window_of"])
-    with pytest.raises(ValueError, match="data.init_args.eval_window_rule: one of always, lengths_mix"):
-        RERAGDataModule(**kwargs, eval_window_rule="mixed")
 
 
 def test_a_batch_cut_to_its_first_contexts_keeps_their_windows():

@@ -86,15 +86,8 @@ def test_an_re_with_context_words_scores_each_passage_by_its_best_window(estimat
     loaded = RelevanceEstimator.from_pretrained(tmp_path)
     assert loaded.context_words == 4
     torch.testing.assert_close(loaded.score("where was Ana born?", passages), s)
-    estimator.window_rule = "lengths_mix"  # both passages longer than a window of 2: scored whole
-    estimator.context_words = 2
-    torch.testing.assert_close(estimator.score("where was Ana born?", passages), whole, atol=1e-5, rtol=0)
-    estimator.save_pretrained(tmp_path)
-    assert RelevanceEstimator.from_pretrained(tmp_path).window_rule == "lengths_mix"
     with pytest.raises(ValueError, match="context_words: must be at least 2"):
         RelevanceEstimator(estimator.model, estimator.tokenizer, context_words=1)
-    with pytest.raises(ValueError, match="window_rule: one of always, lengths_mix"):
-        RelevanceEstimator(estimator.model, estimator.tokenizer, window_rule="mixed")
 
 
 @pytest.mark.parametrize("kind", ["estimator", "causal_estimator"])
