@@ -16,13 +16,18 @@ training contexts per question:
 4. the config with whole passages for the RE too (what the RE's windows save);
 5. the config with the RE adapted as in 1 (what adapting every layer of the RE costs);
 6. the config with the generator adapted as in 1 (what adapting every layer of the generator costs);
-7. the config with the generator on the RE's windows (what whole passages cost the generator).
-Every row but 3 runs in float32, whatever the config's precision.
+7. the config with the generator on the RE's windows (what whole passages cost the generator);
+8. the config in bf16 (as 3) without the adapters' dropout (`lora_dropout` 0: PEFT's dropout draws a
+   mask on every adapted layer's input, three times over one input for q/k/v, which a profile of
+   `rerag fit` put at 30% of the joint step on the CPU);
+9. the config in float32 (as 2) without the adapters' dropout.
+Rows 1, 2, 4-7 and 9 run in float32, whatever the config's precision.
 
 Printed per setting: RE and generator prompt tokens per context (real, and padded to the batch's
 longest), seconds per question and the speed-up against 1.
 
     python benchmarks/joint_step_speed.py --questions 4
+    python benchmarks/joint_step_speed.py --questions 4 --rows 1 3 8   # the baseline, bf16, no dropout
 """
 
 from __future__ import annotations
@@ -44,10 +49,12 @@ EARLIER_PROMPTS = {
     "re_max_length": 256,
     "generator_max_length": 256,
     "train_context_words": None,
+    "train_windows_keep_answer": False,  # no window to place
 }
 EARLIER_GEN = ["--model.generator_lora.target_modules", "[q_proj, k_proj, v_proj, o_proj]"]
 EARLIER_GEN += ["--model.generator_lora.layers_to_transform", TOP_8]
 EARLIER_WORDS = ["--model.true_word", "true", "--model.false_word", "false"]
+NO_DROPOUT = ["--model.estimator_lora.dropout", "0.0", "--model.generator_lora.dropout", "0.0"]
 
 
 def settings() -> dict[str, tuple[list[str], dict]]:
@@ -56,10 +63,15 @@ def settings() -> dict[str, tuple[list[str], dict]]:
         "earlier joint config": (EARLIER_RE + EARLIER_GEN + EARLIER_WORDS + FLOAT32, EARLIER_PROMPTS),
         "the config": (FLOAT32, {}),
         "the config, bf16": (BF16, {}),
-        "the config, whole passages for the RE too": (FLOAT32, {"train_context_words": None}),
+        "the config, whole passages for the RE too": (
+            FLOAT32,
+            {"train_context_words": None, "train_windows_keep_answer": False},
+        ),
         "the config, RE on the top 8 layers' attention": (EARLIER_RE + FLOAT32, {}),
         "the config, generator on the top 8 layers' attention": (EARLIER_GEN + FLOAT32, {}),
         "the config, generator on the RE's windows": (FLOAT32, {"window_generator_contexts": True}),
+        "the config, bf16, no adapter dropout": (BF16 + NO_DROPOUT, {}),
+        "the config, float32, no adapter dropout": (FLOAT32 + NO_DROPOUT, {}),
     }
 
 
@@ -74,12 +86,20 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--config", type=Path, default=Path("configs/squad_smollm2.yaml"))
     p.add_argument("--questions", type=int, default=4, help="timed training questions per setting")
+    p.add_argument(
+        "--rows",
+        type=int,
+        nargs="+",
+        help="settings to time, numbered as above (default: all); the first is the baseline",
+    )
     args = p.parse_args()
     common = ["--config", str(args.config), "--trainer.logger", "false"]
     common += ["--model.teacher_steps", "0", "--model.teacher_cache_dir", "null"]
     built: dict[str, object] = {}
     results = {}
-    for name, (model_args, data_args) in settings().items():
+    chosen = list(settings().items())
+    chosen = [chosen[i - 1] for i in args.rows] if args.rows else chosen
+    for name, (model_args, data_args) in chosen:
         key = " ".join(model_args)
         if key not in built:
             built = {key: build(common + model_args)}  # one model in memory at a time
