@@ -19,7 +19,7 @@ training contexts per question:
 7. the config with the generator on the RE's windows (what whole passages cost the generator);
 8. the config in bf16 (as 3) without the adapters' dropout (`lora_dropout` 0: PEFT's dropout draws a
    mask on every adapted layer's input, three times over one input for q/k/v, which a profile of
-   `rerag fit` put at 30% of the joint step on the CPU);
+   `rerag fit` put at 31% of the joint step on the CPU);
 9. the config in float32 (as 2) without the adapters' dropout.
 Rows 1, 2, 4-7 and 9 run in float32, whatever the config's precision.
 
@@ -90,6 +90,8 @@ def main() -> None:
         "--rows",
         type=int,
         nargs="+",
+        choices=range(1, len(settings()) + 1),
+        metavar="N",
         help="settings to time, numbered as above (default: all); the first is the baseline",
     )
     args = p.parse_args()
