@@ -354,16 +354,37 @@ def lm_for(model: PreTrainedModel, tokenizer, **kwargs) -> Seq2SeqLM | CausalLM:
     return (Seq2SeqLM if model.config.is_encoder_decoder else CausalLM)(model, tokenizer, **kwargs)
 
 
+def auto_model_class(config) -> type:
+    """`AutoModelForSeq2SeqLM` for an encoder-decoder config, `AutoModelForCausalLM` otherwise."""
+    return AutoModelForSeq2SeqLM if config.is_encoder_decoder else AutoModelForCausalLM
+
+
+def load_pretrained(name_or_path: str, trust_remote_code: bool = False, **kwargs) -> PreTrainedModel:
+    """A pretrained model from a hub name, a folder, a `package:path` or a GGUF file
+    (`checkpoint_location`), its class picked by its config; `kwargs` go to `from_pretrained`
+    (e.g. `dtype`). A model from a GGUF file is named by the file, not its folder (what an
+    adapters-only export records as its base), and when transformers dequantized it on load it comes
+    back a plain model: transformers keeps it marked as quantized, and `save_pretrained` refuses that."""
+    path, gguf_file = checkpoint_location(name_or_path)
+    config = AutoConfig.from_pretrained(path, trust_remote_code=trust_remote_code, gguf_file=gguf_file)
+    model = auto_model_class(config).from_pretrained(
+        path, trust_remote_code=trust_remote_code, gguf_file=gguf_file, **kwargs
+    )
+    if gguf_file:
+        model.name_or_path = str(Path(path) / gguf_file)
+        # weights kept in GGUF blocks would be integer tensors; float ones were dequantized
+        if all(t.is_floating_point() for t in model.state_dict().values()):
+            model.hf_quantizer = None
+            if hasattr(model.config, "quantization_config"):
+                del model.config.quantization_config
+    return model
+
+
 def load_lm(
     name_or_path: str, trust_remote_code: bool = False, model_kwargs: dict | None = None, **kwargs
 ) -> Seq2SeqLM | CausalLM:
-    """A Hugging Face folder, name or GGUF file (`checkpoint_location`) as a `Seq2SeqLM` or
+    """A Hugging Face folder, name or GGUF file (`load_pretrained`) as a `Seq2SeqLM` or
     `CausalLM`, in eval mode. `model_kwargs` go to `from_pretrained` (e.g. `dtype`, `device_map`);
     the rest to the wrapper."""
-    path, gguf_file = checkpoint_location(name_or_path)
-    config = AutoConfig.from_pretrained(path, trust_remote_code=trust_remote_code, gguf_file=gguf_file)
-    auto = AutoModelForSeq2SeqLM if config.is_encoder_decoder else AutoModelForCausalLM
-    model = auto.from_pretrained(
-        path, trust_remote_code=trust_remote_code, gguf_file=gguf_file, **(model_kwargs or {})
-    ).eval()
+    model = load_pretrained(name_or_path, trust_remote_code, **(model_kwargs or {})).eval()
     return lm_for(model, load_tokenizer(name_or_path, trust_remote_code), **kwargs)

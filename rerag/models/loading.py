@@ -9,19 +9,16 @@ any working directory; a path to a `.gguf` file loads that file (dequantized). E
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import torch
 from transformers import (
     AutoConfig,
-    AutoModelForCausalLM,
-    AutoModelForSeq2SeqLM,
     PreTrainedModel,
     PreTrainedTokenizerBase,
 )
 
-from erag.lm import checkpoint_location
+from erag.lm import auto_model_class, checkpoint_location, load_pretrained
 
 
 @dataclass
@@ -42,11 +39,6 @@ class ModelSpec:
 
 # Lightning checkpoints keep hyperparameters; let `torch.load(weights_only=True)` rebuild these.
 torch.serialization.add_safe_globals([ModelSpec])
-
-
-def auto_model_class(config) -> type:
-    """`AutoModelForSeq2SeqLM` for an encoder-decoder config, `AutoModelForCausalLM` otherwise."""
-    return AutoModelForSeq2SeqLM if config.is_encoder_decoder else AutoModelForCausalLM
 
 
 def architecture(spec: ModelSpec) -> dict[str, Any]:
@@ -74,13 +66,7 @@ def build_model(spec: ModelSpec, tokenizer: PreTrainedTokenizerBase) -> PreTrain
         raise ValueError("ModelSpec needs exactly one of `name_or_path` or `config`")
     dtype = getattr(torch, spec.dtype) if spec.dtype else None
     if spec.name_or_path is not None:
-        path, gguf_file = checkpoint_location(spec.name_or_path)
-        config = AutoConfig.from_pretrained(path, trust_remote_code=spec.trust_remote_code, gguf_file=gguf_file)
-        model = auto_model_class(config).from_pretrained(
-            path, trust_remote_code=spec.trust_remote_code, gguf_file=gguf_file, dtype=dtype
-        )
-        if gguf_file:  # adapters-only exports name their base by this: the file, not its folder
-            model.name_or_path = str(Path(path) / gguf_file)
+        model = load_pretrained(spec.name_or_path, spec.trust_remote_code, dtype=dtype)
         return model.train()  # from_pretrained returns eval mode (dropout off); this builds models to train
     kwargs = dict(spec.config)
     model_type = kwargs.pop("model_type")

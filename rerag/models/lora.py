@@ -17,10 +17,9 @@ from pathlib import Path
 
 import torch
 from peft import LoraConfig, PeftModel, TaskType, get_peft_model
-from transformers import AutoConfig, PreTrainedModel
+from transformers import PreTrainedModel
 
-from erag.lm import BASE_ADAPTER, checkpoint_location
-from rerag.models.loading import auto_model_class
+from erag.lm import BASE_ADAPTER, load_pretrained
 
 ADAPTER_CONFIG = "adapter_config.json"
 
@@ -96,14 +95,9 @@ def load_model_folder(directory: str | Path, trust_remote_code: bool = False) ->
     the base model its `adapter_config.json` names (then merged, for inference)."""
     directory = Path(directory)
     if not (directory / ADAPTER_CONFIG).is_file():
-        config = AutoConfig.from_pretrained(directory, trust_remote_code=trust_remote_code)
-        return auto_model_class(config).from_pretrained(
-            directory, use_safetensors=True, trust_remote_code=trust_remote_code
-        )
+        return load_pretrained(str(directory), trust_remote_code, use_safetensors=True)
     base = json.loads((directory / ADAPTER_CONFIG).read_text()).get("base_model_name_or_path")
     if not base:
         raise ValueError(f"{directory / ADAPTER_CONFIG}: names no base model (base_model_name_or_path)")
-    base, gguf_file = checkpoint_location(base)
-    config = AutoConfig.from_pretrained(base, trust_remote_code=trust_remote_code, gguf_file=gguf_file)
-    model = auto_model_class(config).from_pretrained(base, trust_remote_code=trust_remote_code, gguf_file=gguf_file)
+    model = load_pretrained(base, trust_remote_code)
     return PeftModel.from_pretrained(model, directory).merge_and_unload()

@@ -1,5 +1,6 @@
 """The tensor-level pieces of erag.lm on tiny random models: prompts, answers, F, generation, adapters."""
 
+import numpy as np
 import pytest
 import torch
 from peft import LoraConfig, TaskType, get_peft_model
@@ -12,6 +13,7 @@ from erag.lm import (
     encode_prompts,
     generate_answers,
     left_padded,
+    load_pretrained,
 )
 
 PROMPTS = ["what is the capital of france", "paris"]
@@ -93,3 +95,47 @@ def test_adapter_scope_runs_one_adapter_and_keeps_both_trainable(llama):
     (a.sum() + b.sum()).backward()  # both adapters' gradients survive switching between them
     grads = {n: p.grad for n, p in model.named_parameters() if "lora_B" in n}
     assert grads and all(g is not None and g.abs().sum() > 0 for g in grads.values())
+
+
+def write_tiny_llama_gguf(path, vocab=32, dim=16, ffn=32, layers=2, heads=2):
+    """A random Llama as a GGUF file of float32 tensors, in the layout llama.cpp writes."""
+    import gguf  # the `real` extra, also in `dev`
+
+    writer = gguf.GGUFWriter(str(path), "llama")
+    writer.add_context_length(64)
+    writer.add_embedding_length(dim)
+    writer.add_feed_forward_length(ffn)
+    writer.add_block_count(layers)
+    writer.add_head_count(heads)
+    writer.add_head_count_kv(heads)
+    writer.add_layer_norm_rms_eps(1e-5)
+    writer.add_rope_freq_base(10000.0)
+    writer.add_tokenizer_model("gpt2")
+    writer.add_token_list([f"t{i}" for i in range(vocab)])
+    writer.add_token_merges([])
+    writer.add_eos_token_id(1)
+    rng = np.random.default_rng(0)
+    shapes = {"token_embd": (vocab, dim), "output_norm": (dim,), "output": (vocab, dim)}
+    for i in range(layers):
+        for name in ("attn_q", "attn_k", "attn_v", "attn_output"):
+            shapes[f"blk.{i}.{name}"] = (dim, dim)
+        shapes |= {f"blk.{i}.ffn_gate": (ffn, dim), f"blk.{i}.ffn_up": (ffn, dim), f"blk.{i}.ffn_down": (dim, ffn)}
+        shapes |= {f"blk.{i}.attn_norm": (dim,), f"blk.{i}.ffn_norm": (dim,)}
+    for name, shape in shapes.items():
+        writer.add_tensor(f"{name}.weight", rng.standard_normal(shape).astype(np.float32) * 0.1)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+
+
+def test_a_dequantized_gguf_model_is_named_by_its_file_and_saves(tmp_path):
+    # transformers marks a model loaded from a GGUF file as quantized even when it dequantized every
+    # weight, and its save_pretrained refused it: `rerag export` of a SmolLM2 checkpoint failed
+    write_tiny_llama_gguf(tmp_path / "tiny.gguf")
+    model = load_pretrained(str(tmp_path / "tiny.gguf"))
+    assert model.name_or_path == str(tmp_path / "tiny.gguf")
+    model.save_pretrained(tmp_path / "saved")
+    reloaded = load_pretrained(str(tmp_path / "saved"))
+    ids = torch.tensor([[3, 5, 7, 9]])
+    torch.testing.assert_close(reloaded(ids).logits, model(ids).logits)
