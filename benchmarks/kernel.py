@@ -3,6 +3,7 @@
     python benchmarks/kernel.py                        # CUDA: N in {1280, 5120}, V = 32128, d in {768, 1024}
     python benchmarks/kernel.py --device cpu --small   # CPU: tiny shapes, eager vs the reference
     python benchmarks/kernel.py --sweep                # CUDA: launch settings of the Triton kernels, N = 5120
+    python benchmarks/kernel.py --host                 # CUDA: the host's time per step against the GPU's
 
 Two tables. "loss": from bf16 logits [N, V], the normalized true/false loss; it is memory-bound, so it
 reports effective GB/s = 3 N V bytes-per-element / time (read logits forward, read them backward,
@@ -16,6 +17,10 @@ LSE_LAUNCH, GRAD_LAUNCH) against a device copy of the same logits, and the fused
 slice size (kernels/fused_lm_head.py: SLICE_ELEMENTS) at N = 1280 and 5120; the defaults are marked.
 Rows marked "CUDA graph" replay the method's forward and backward from CUDA graphs: the GPU's time
 without the host's per-launch cost.
+
+`--host` says whether the Triton ops wait on the host: per forward + backward step, the time the host
+takes to issue it (steps issued without a synchronize), the GPU's time from a torch profile, and
+what the driver's launch call costs the host.
 """
 
 import argparse
@@ -228,6 +233,54 @@ def sweep(device, dtype, N, V, reps, bandwidth):
         fused_lm_head.SLICE_ELEMENTS, fused_lm_head.ONE_SLICE_ELEMENTS = default, one_slice
 
 
+def host_profile(device, dtype, V, reps):
+    """Host time per step against GPU time per step, for the Triton ops (CUDA)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    gen = torch.Generator(device).manual_seed(0)
+    rand = lambda *shape: torch.randn(*shape, generator=gen, device=device)
+    print("forward + backward steps issued without a synchronize; GPU time from a torch profile")
+    print("| op | N | host ms/step | GPU ms/step | launches/step | driver µs/launch |")
+    print("|---|---|---|---|---|---|")
+    for N in (1280, 5120):
+        z = (3 * rand(N, V)).to(dtype).requires_grad_()
+        h, w = rand(N, 768).to(dtype).requires_grad_(), rand(V, 768).to(dtype).requires_grad_()
+        ops = {
+            "loss from logits": ([z], lambda z: kernels.true_false_logprobs(z, TRUE_ID, FALSE_ID, backend="triton")),
+            "fused head, d = 768": (
+                [h, w],
+                lambda h, w: kernels.fused_true_false_logprobs(h, w, TRUE_ID, FALSE_ID, 768**-0.5, backend="triton"),
+            ),
+        }
+        upstream = (rand(N), rand(N))
+        for name, (inputs, fn) in ops.items():
+
+            def step(inputs=inputs, fn=fn):
+                for x in inputs:
+                    x.grad = None
+                torch.autograd.backward(fn(*inputs), upstream)
+
+            for _ in range(5):
+                step()
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            for _ in range(reps):
+                step()
+            host_ms = (time.perf_counter() - t0) / reps * 1e3
+            torch.cuda.synchronize()
+            with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+                for _ in range(reps):
+                    step()
+                torch.cuda.synchronize()
+            events = prof.key_averages()
+            kernels_run = [e for e in events if e.device_type == torch.autograd.DeviceType.CUDA]
+            gpu_ms = sum(e.self_device_time_total for e in kernels_run) / reps / 1e3
+            launches = [e for e in events if e.key in ("cuLaunchKernelEx", "cuLaunchKernel", "cudaLaunchKernel")]
+            n_launch = sum(e.count for e in launches)
+            launch_us = sum(e.self_cpu_time_total for e in launches) / max(n_launch, 1)
+            print(f"| {name} | {N} | {host_ms:.3f} | {gpu_ms:.3f} | {n_launch / reps:.0f} | {launch_us:.1f} |")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
@@ -237,6 +290,7 @@ def main():
     parser.add_argument("--bandwidth", type=float, help="device memory bandwidth in TB/s (default: looked up)")
     parser.add_argument("--reps", type=int, help="timed steps after 3 warmup ones (default: 20 CUDA, 3 CPU)")
     parser.add_argument("--sweep", action="store_true", help="launch settings and slice sizes instead (CUDA, N = 5120)")
+    parser.add_argument("--host", action="store_true", help="host time against GPU time per step instead (CUDA)")
     args = parser.parse_args()
 
     device, dtype, V = torch.device(args.device), getattr(torch, args.dtype), args.vocab
@@ -251,6 +305,8 @@ def main():
         print(f"device: cpu ({torch.get_num_threads()} threads); torch {torch.__version__}; {args.dtype}; V = {V}\n")
     if args.sweep:
         return sweep(device, dtype, 5120, V, reps, bandwidth)
+    if args.host:
+        return host_profile(device, dtype, V, reps)
     gen = torch.Generator(device).manual_seed(0)
     rand = lambda *shape: torch.randn(*shape, generator=gen, device=device)
 
