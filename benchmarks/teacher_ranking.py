@@ -1,0 +1,71 @@
+"""How well does the frozen teacher itself rank a test article? Its order of BM25's top contexts by
+F_ij = log P_G(a_i | q_i, c_ij) (eq. 8), the answer likelihood the RE is distilled from (eq. 9-10).
+
+The teacher reads the gold answer, so its order is no ranker a user could run: it is what L_re pulls
+the RE towards, the ranking a perfect student of this teacher would reproduce. Builds the fit
+config's module (`configs/squad_smollm2_teacher.yaml` by default), takes its teacher as the fit
+would (`RERAGModule.teacher_generator`: the frozen base, or `model.teacher`), scores every (question,
+first answer, context) of the first `--questions` questions of each `--files` file over their top
+`--contexts` with `build_teacher_scores` (whole passages, the teacher's own prompt), and prints gold
+and has-answer Recall@1 and @5 of the teacher's order and BM25's (the file's order) on the same
+questions, and how often the teacher's first pick holds the answer but is not the gold passage.
+
+    python benchmarks/teacher_ranking.py --questions 100
+    python benchmarks/teacher_ranking.py --config configs/squad_smollm2.yaml --files data/squad/test.jsonl
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import torch
+
+from rerag.fit_config import build_fit
+from rerag.metrics import first_hit_rank, hits_at_k
+from rerag.teacher_cache import build_teacher_scores, pair_key
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--config", default="configs/squad_smollm2_teacher.yaml")
+    parser.add_argument("--files", nargs="+", default=["data/squad/test.jsonl", "data/squad_sentences/test.jsonl"])
+    parser.add_argument("--questions", type=int, default=100, help="the first N questions of each file")
+    parser.add_argument("--contexts", type=int, default=20, help="BM25's top N contexts per question")
+    args = parser.parse_args()
+
+    # the cache stays off: these are test pairs, scored once here and never kept
+    module = build_fit(["--config", args.config, "--model.teacher_cache_dir", "null"]).model
+    teacher, _ = module.teacher_generator()
+    print(f"teacher: {module.teacher_spec.name_or_path}; first {args.questions} questions, top {args.contexts}\n")
+    print(
+        "| file | order | gold R@1 | gold R@5 | has-answer R@1 | has-answer R@5 | first pick holds the answer, not gold |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    for path in args.files:
+        records = [json.loads(line) for line in open(path)][: args.questions]
+        for r in records:
+            r["ctxs"] = r["ctxs"][: args.contexts]
+        triples = [(r["question"], r["answers"][0], c) for r in records for c in r["ctxs"]]
+        scores = build_teacher_scores(teacher, triples, key=path).scores
+        orders = {
+            "teacher (argmax F)": [
+                torch.tensor([scores[pair_key(r["question"], r["answers"][0], c)] for c in r["ctxs"]]) for r in records
+            ],
+            "BM25": [-torch.arange(len(r["ctxs"]), dtype=torch.float) for r in records],
+        }
+        for name, order in orders.items():
+            cells = []
+            for label in ("gold", "has_answer"):
+                ranks = [
+                    first_hit_rank(s, torch.tensor([bool(c.get(label)) for c in r["ctxs"]]))
+                    for s, r in zip(order, records)
+                ]
+                cells += [f"{hits_at_k(ranks, k).mean():.2f}" for k in (1, 5)]
+            firsts = [r["ctxs"][int(s.argmax())] for s, r in zip(order, records)]
+            wrong = sum(bool(c.get("has_answer")) and not c.get("gold") for c in firsts) / len(records)
+            print(f"| {path} | {name} | {' | '.join(cells)} | {wrong:.2f} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
