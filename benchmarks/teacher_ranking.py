@@ -25,6 +25,40 @@ from rerag.fit_config import build_fit
 from rerag.metrics import first_hit_rank, hits_at_k
 from rerag.teacher_cache import build_teacher_scores, pair_key
 
+COLUMNS = ["gold R@1", "gold R@5", "has-answer R@1", "has-answer R@5", "first pick holds the answer, not gold"]
+
+
+def teacher_orders(teacher, records: list[dict]) -> list[torch.Tensor]:
+    """Per record, F_ij of its first answer for each of its contexts (the teacher's prompt, whole passages)."""
+    triples = [(r["question"], r["answers"][0], c) for r in records for c in r["ctxs"]]
+    scores = build_teacher_scores(teacher, triples, key="teacher_ranking").scores
+    return [torch.tensor([scores[pair_key(r["question"], r["answers"][0], c)] for c in r["ctxs"]]) for r in records]
+
+
+def recall_row(order: list[torch.Tensor], records: list[dict]) -> list[float]:
+    """The COLUMNS of one order (a score per context of each record, higher first)."""
+    row = []
+    for label in ("gold", "has_answer"):
+        ranks = [
+            first_hit_rank(s, torch.tensor([bool(c.get(label)) for c in r["ctxs"]])) for s, r in zip(order, records)
+        ]
+        row += [float(hits_at_k(ranks, k).mean()) for k in (1, 5)]
+    firsts = [r["ctxs"][int(s.argmax())] for s, r in zip(order, records)]
+    return row + [sum(bool(c.get("has_answer")) and not c.get("gold") for c in firsts) / len(records)]
+
+
+def rank_file(teacher, path: str, questions: int, contexts: int) -> dict[str, list[float]]:
+    """The COLUMNS of the teacher's order (argmax F) and BM25's (the file's order) over the first
+    `questions` questions of `path`, their top `contexts` contexts each."""
+    records = [json.loads(line) for line in open(path)][:questions]
+    for r in records:
+        r["ctxs"] = r["ctxs"][:contexts]
+    bm25 = [-torch.arange(len(r["ctxs"]), dtype=torch.float) for r in records]
+    return {
+        "teacher (argmax F)": recall_row(teacher_orders(teacher, records), records),
+        "BM25": recall_row(bm25, records),
+    }
+
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -38,33 +72,11 @@ def main():
     module = build_fit(["--config", args.config, "--model.teacher_cache_dir", "null"]).model
     teacher, _ = module.teacher_generator()
     print(f"teacher: {module.teacher_spec.name_or_path}; first {args.questions} questions, top {args.contexts}\n")
-    print(
-        "| file | order | gold R@1 | gold R@5 | has-answer R@1 | has-answer R@5 | first pick holds the answer, not gold |"
-    )
-    print("|---|---|---|---|---|---|---|")
+    print(f"| file | order | {' | '.join(COLUMNS)} |")
+    print("|---" * (len(COLUMNS) + 2) + "|")
     for path in args.files:
-        records = [json.loads(line) for line in open(path)][: args.questions]
-        for r in records:
-            r["ctxs"] = r["ctxs"][: args.contexts]
-        triples = [(r["question"], r["answers"][0], c) for r in records for c in r["ctxs"]]
-        scores = build_teacher_scores(teacher, triples, key=path).scores
-        orders = {
-            "teacher (argmax F)": [
-                torch.tensor([scores[pair_key(r["question"], r["answers"][0], c)] for c in r["ctxs"]]) for r in records
-            ],
-            "BM25": [-torch.arange(len(r["ctxs"]), dtype=torch.float) for r in records],
-        }
-        for name, order in orders.items():
-            cells = []
-            for label in ("gold", "has_answer"):
-                ranks = [
-                    first_hit_rank(s, torch.tensor([bool(c.get(label)) for c in r["ctxs"]]))
-                    for s, r in zip(order, records)
-                ]
-                cells += [f"{hits_at_k(ranks, k).mean():.2f}" for k in (1, 5)]
-            firsts = [r["ctxs"][int(s.argmax())] for s, r in zip(order, records)]
-            wrong = sum(bool(c.get("has_answer")) and not c.get("gold") for c in firsts) / len(records)
-            print(f"| {path} | {name} | {' | '.join(cells)} | {wrong:.2f} |", flush=True)
+        for name, row in rank_file(teacher, path, args.questions, args.contexts).items():
+            print(f"| {path} | {name} | {' | '.join(f'{v:.2f}' for v in row)} |", flush=True)
 
 
 if __name__ == "__main__":
