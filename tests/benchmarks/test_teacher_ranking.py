@@ -1,6 +1,5 @@
-"""benchmarks/teacher_ranking.py: the frozen teacher's own order of a file's contexts, scored against
-each pair's F read straight from the teacher one row at a time, and BM25's order from the file.
-Offline: tiny Llama, the tiny world."""
+"""benchmarks/teacher_ranking.py: the teacher's order is its F read one row at a time, the recall
+columns read an order as built, and main prints a row per order. Offline: tiny Llama, the tiny world."""
 
 import importlib.util
 import json
