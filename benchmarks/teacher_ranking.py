@@ -17,10 +17,11 @@ questions, and how often the teacher's first pick holds the answer but is not th
 from __future__ import annotations
 
 import argparse
-import json
+import itertools
 
 import torch
 
+from rerag.data.fid_format import read_fid
 from rerag.fit_config import build_fit
 from rerag.metrics import first_hit_rank, hits_at_k
 from rerag.teacher_cache import build_teacher_scores, pair_key
@@ -50,7 +51,7 @@ def recall_row(order: list[torch.Tensor], records: list[dict]) -> list[float]:
 def rank_file(teacher, path: str, questions: int, contexts: int) -> dict[str, list[float]]:
     """The COLUMNS of the teacher's order (argmax F) and BM25's (the file's order) over the first
     `questions` questions of `path`, their top `contexts` contexts each."""
-    records = [json.loads(line) for line in open(path)][:questions]
+    records = list(itertools.islice(read_fid(path), questions))  # a bad record names its file, line and field
     for r in records:
         r["ctxs"] = r["ctxs"][:contexts]
     bm25 = [-torch.arange(len(r["ctxs"]), dtype=torch.float) for r in records]

@@ -9,6 +9,7 @@ from pathlib import Path
 import torch
 
 from erag.lm import encode_answers, encode_prompts
+from rerag.data.fid_format import read_fid
 from rerag.fit_config import build_fit
 from rerag.inputs import fill
 from tests.benchmarks.test_re_alone import write_config
@@ -37,7 +38,7 @@ def with_gold(src: Path, dst: Path) -> Path:
 def test_the_teachers_order_is_its_answer_likelihoods(tmp_path, world_dir, chat_tokenizer_dir):
     config = write_config(tmp_path / "tiny.yaml", world_dir, chat_tokenizer_dir)
     teacher, _ = build_fit(["--config", str(config)]).model.teacher_generator()
-    records = [json.loads(line) for line in open(world_dir / "dev.jsonl")][:4]
+    records = list(read_fid(world_dir / "dev.jsonl"))[:4]
     teacher.eval()
     for r, got in zip(records, teacher_ranking.teacher_orders(teacher, records)):
         want = []
@@ -50,7 +51,7 @@ def test_the_teachers_order_is_its_answer_likelihoods(tmp_path, world_dir, chat_
 
 
 def test_recall_row_reads_an_order(tmp_path, world_dir):
-    records = [json.loads(line) for line in open(with_gold(world_dir / "test.jsonl", tmp_path / "test.jsonl"))]
+    records = list(read_fid(with_gold(world_dir / "test.jsonl", tmp_path / "test.jsonl")))
     labels = lambda r, key: [bool(c[key]) for c in r["ctxs"]]  # noqa: E731
     # an order that puts the last answer-holding context first and the gold one last
     order = []
