@@ -1,5 +1,7 @@
 """How well does the frozen teacher itself rank a test article? Its order of BM25's top contexts by
-F_ij = log P_G(a_i | q_i, c_ij) (eq. 8), the answer likelihood the RE is distilled from (eq. 9-10).
+F_ij = log P_G(a_i | q_i, c_ij) (eq. 8), the answer likelihood the RE is distilled from (eq. 9-10),
+and, with the config's `model.teacher_question_template`, by F_ij + log P_G(q_i | c_ij) as well
+(the teacher's question-and-answer F, `rerag.teacher_cache`).
 
 The teacher reads the gold answer, so its order is no ranker a user could run: it is what L_re pulls
 the RE towards, the ranking a perfect student of this teacher would reproduce. Builds the fit
@@ -29,10 +31,11 @@ from rerag.teacher_cache import build_teacher_scores, pair_key
 COLUMNS = ["gold R@1", "gold R@5", "has-answer R@1", "has-answer R@5", "first pick holds the answer, not gold"]
 
 
-def teacher_orders(teacher, records: list[dict]) -> list[torch.Tensor]:
-    """Per record, F_ij of its first answer for each of its contexts (the teacher's prompt, whole passages)."""
+def teacher_orders(teacher, records: list[dict], question_template: str | None = None) -> list[torch.Tensor]:
+    """Per record, F_ij of its first answer for each of its contexts (the teacher's prompt, whole
+    passages), with `question_template` the question's likelihood added (`build_teacher_scores`)."""
     triples = [(r["question"], r["answers"][0], c) for r in records for c in r["ctxs"]]
-    scores = build_teacher_scores(teacher, triples, key="teacher_ranking").scores
+    scores = build_teacher_scores(teacher, triples, key="teacher_ranking", question_template=question_template).scores
     return [torch.tensor([scores[pair_key(r["question"], r["answers"][0], c)] for c in r["ctxs"]]) for r in records]
 
 
@@ -48,17 +51,20 @@ def recall_row(order: list[torch.Tensor], records: list[dict]) -> list[float]:
     return row + [sum(bool(c.get("has_answer")) and not c.get("gold") for c in firsts) / len(records)]
 
 
-def rank_file(teacher, path: str, questions: int, contexts: int) -> dict[str, list[float]]:
-    """The COLUMNS of the teacher's order (argmax F) and BM25's (the file's order) over the first
-    `questions` questions of `path`, their top `contexts` contexts each."""
+def rank_file(
+    teacher, path: str, questions: int, contexts: int, question_template: str | None = None
+) -> dict[str, list[float]]:
+    """The COLUMNS of the teacher's order (argmax F of the answer, and of the question and answer
+    with a `question_template`) and BM25's (the file's order) over the first `questions` questions
+    of `path`, their top `contexts` contexts each."""
     records = list(itertools.islice(read_fid(path), questions))  # a bad record names its file, line and field
     for r in records:
         r["ctxs"] = r["ctxs"][:contexts]
     bm25 = [-torch.arange(len(r["ctxs"]), dtype=torch.float) for r in records]
-    return {
-        "teacher (argmax F)": recall_row(teacher_orders(teacher, records), records),
-        "BM25": recall_row(bm25, records),
-    }
+    rows = {"teacher, answer (eq. 8)": recall_row(teacher_orders(teacher, records), records)}
+    if question_template is not None:
+        rows["teacher, question and answer"] = recall_row(teacher_orders(teacher, records, question_template), records)
+    return rows | {"BM25": recall_row(bm25, records)}
 
 
 def main():
@@ -69,14 +75,14 @@ def main():
     parser.add_argument("--contexts", type=int, default=20, help="BM25's top N contexts per question")
     args = parser.parse_args()
 
-    # the cache stays off: these are test pairs, scored once here and never kept
-    module = build_fit(["--config", args.config, "--model.teacher_cache_dir", "null"]).model
+    module = build_fit(["--config", args.config]).model  # no fit: test pairs are scored here, no cache is written
     teacher, _ = module.teacher_generator()
     print(f"teacher: {module.teacher_spec.name_or_path}; first {args.questions} questions, top {args.contexts}\n")
     print(f"| file | order | {' | '.join(COLUMNS)} |")
     print("|---" * (len(COLUMNS) + 2) + "|")
     for path in args.files:
-        for name, row in rank_file(teacher, path, args.questions, args.contexts).items():
+        rows = rank_file(teacher, path, args.questions, args.contexts, module.hparams.teacher_question_template)
+        for name, row in rows.items():
             print(f"| {path} | {name} | {' | '.join(f'{v:.2f}' for v in row)} |", flush=True)
 
 

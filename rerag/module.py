@@ -26,6 +26,7 @@ from rerag.models.loading import ModelSpec, build_model
 from rerag.models.lora import LoraSpec, add_adapters, add_lora
 from rerag.prompts import DEFAULT_TEMPLATE
 from rerag.teacher_cache import (
+    MAX_QUESTION_TOKENS,
     TeacherScores,
     build_teacher_scores,
     teacher_key,
@@ -85,7 +86,9 @@ class RERAGModule(L.LightningModule):
     `gradient_clip_per_model` clips the RE's and the generator's gradient norms each on its own.
     `teacher_cache_dir` (with `freeze_generator`): the frozen teacher's F_ij of every training pair are
     computed once at fit start and read from disk (`rerag.teacher_cache`); `teacher` names another
-    Hugging Face LM as the teacher, read with `teacher_template` (default: the generator's).
+    Hugging Face LM as the teacher, read with `teacher_template` (default: the generator's);
+    `teacher_question_template` adds the question's likelihood given the context to the teacher's F
+    (F = log P_T(q, a | c), not the paper's eq. 8: `rerag.teacher_cache`).
     `teacher_steps` makes that a first stage of a joint run: for its first optimizer steps the
     generator, as it starts (a fresh LoRA adapter is the base itself), teaches the RE alone, from
     the cache when `teacher_cache_dir` is set; then both train (eq. 12). `train/teacher_margin`
@@ -141,6 +144,7 @@ class RERAGModule(L.LightningModule):
         teacher: ModelSpec | None = None,
         teacher_tokenizer: str | None = None,
         teacher_template: str | None = None,
+        teacher_question_template: str | None = None,
     ):
         """Joint RE-RAG training (eq. 12) and RE-reranked evaluation.
 
@@ -189,6 +193,7 @@ class RERAGModule(L.LightningModule):
             teacher: any Hugging Face LM as the teacher (None: the frozen generator); needs teacher_cache_dir.
             teacher_tokenizer: the teacher's tokenizer (None: the teacher's name_or_path).
             teacher_template: the teacher's input text (None: generator_template).
+            teacher_question_template: a passage without the question, after which the frozen teacher scores the question: F_ij = log P_T(a_i | q_i, c_j) + log P_T(q_i | c_j) (None: the answer alone, eq. 8).
         """
         super().__init__()
         self.save_hyperparameters()
@@ -229,6 +234,16 @@ class RERAGModule(L.LightningModule):
         if teacher_cache_dir is not None and not (freeze_generator or teacher_steps):
             raise ValueError(
                 "model.teacher_cache_dir needs freeze_generator: true or teacher_steps > 0 (a trained generator's F changes)"
+            )
+        if teacher_question_template is not None and (not freeze_generator or teacher_cache_dir is None):
+            raise ValueError(
+                "model.teacher_question_template scores the frozen teacher's cache: it needs freeze_generator: true "
+                "and teacher_cache_dir (a generator that trains scores the answer alone)"
+            )
+        if teacher_question_template is not None and "{question}" in teacher_question_template:
+            raise ValueError(
+                f"model.teacher_question_template: {teacher_question_template!r} holds {{question}}: the teacher "
+                "reads the passage alone and then scores the question"
             )
         re_tok = load_tokenizer(re_tokenizer, estimator.trust_remote_code)
         gen_spec = estimator if shared_base else generator
@@ -314,19 +329,24 @@ class RERAGModule(L.LightningModule):
             return
         data = self.trainer.datamodule
         teacher, identity = self.teacher_generator()
+        prompt = {
+            "template": teacher.template,
+            "max_length": teacher.max_length,
+            "max_answer_length": teacher.max_answer_length,
+        }
+        if hp.teacher_question_template is not None:  # absent when off, so earlier caches keep their key
+            prompt |= {"question_template": hp.teacher_question_template, "max_question_tokens": MAX_QUESTION_TOKENS}
         key = teacher_key(
-            identity
-            | {
-                "template": teacher.template,
-                "max_length": teacher.max_length,
-                "max_answer_length": teacher.max_answer_length,
-            },
+            identity | prompt,
             data.train_file,
             data.teacher_triple_settings(),
         )
         path = Path(hp.teacher_cache_dir) / f"{key}.pt"
         if self.trainer.is_global_zero and not path.exists():
-            build_teacher_scores(teacher, data.teacher_triples(), key=key).save(path)
+            scores = build_teacher_scores(
+                teacher, data.teacher_triples(), key=key, question_template=hp.teacher_question_template
+            )
+            scores.save(path)
         self.trainer.strategy.barrier("teacher cache")
         self.teacher_scores = TeacherScores.load(path)
         del teacher

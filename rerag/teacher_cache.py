@@ -7,6 +7,12 @@ distribution Q_G = softmax_j(F_ij) that L_re distils (eq. 9-10) and the F that L
 keeps them in `<cache_dir>/<key>.pt`. The key is a hash of everything that decides them: the teacher
 (its name and the prompt it reads: template, lengths) and the training file's bytes, so a changed
 teacher, data file or prompt builds a new file and an unchanged one is read back.
+
+With a `question_template` the teacher scores the question too: F_ij = log P_T(a_i | q_i, c_j) +
+log P_T(q_i | c_j) = log P_T(q_i, a_i | c_j), so Q_G = softmax_j(F_ij) is the posterior of the
+context given the question and its answer under a uniform prior. Not the paper's eq. 8 (the answer
+alone): a context that holds the answer string but is not the one the question was written from
+scores lower. The question's likelihood is a zero-shot reranker of its own (UPR, Sachan et al., 2022).
 """
 
 from __future__ import annotations
@@ -26,6 +32,9 @@ from rerag.models.generator import Generator
 
 #: Bumped when the file's layout or what an entry means changes.
 CACHE_VERSION = 1
+
+#: Question tokens the teacher scores with a question template (EOS included; SQuAD's longest fit in ~60).
+MAX_QUESTION_TOKENS = 64
 
 
 def pair_key(question: str, answer: str, context: dict) -> str:
@@ -95,28 +104,50 @@ class TeacherScores:
 
 @torch.no_grad()
 def build_teacher_scores(
-    teacher: Generator, triples: Iterable[tuple[str, str, dict]], batch_size: int = 16, key: str = ""
+    teacher: Generator,
+    triples: Iterable[tuple[str, str, dict]],
+    batch_size: int = 16,
+    key: str = "",
+    question_template: str | None = None,
 ) -> TeacherScores:
     """F for every distinct (question, answer, context) of `triples`, by `teacher` reading its own
-    template (`teacher.template`, `teacher.max_length`). Rows are sorted by prompt length so a
-    batch pads little; the teacher is put in eval mode (no dropout) for the pass."""
-    todo: dict[str, tuple[str, str]] = {}
+    template (`teacher.template`, `teacher.max_length`); with `question_template` (a passage, no
+    question) plus log P_T(q | c) of the question read after it (module docstring). Rows are sorted
+    by prompt length so a batch pads little; the teacher is put in eval mode (no dropout) for the pass."""
+    answers: dict[str, tuple[str, str]] = {}
+    questions: dict[str, tuple[str, str]] = {}
+    of_question: dict[str, str] = {}  # an entry's key -> its (question, context)'s key
     for question, answer, context in triples:
-        todo.setdefault(pair_key(question, answer, context), (fill(teacher.template, question, context), answer))
-    items = sorted(todo.items(), key=lambda item: len(item[1][0]))
+        entry = pair_key(question, answer, context)
+        answers.setdefault(entry, (fill(teacher.template, question, context), answer))
+        if question_template is not None:
+            of_question[entry] = pair_key(question, "", context)
+            questions.setdefault(of_question[entry], (fill(question_template, "", context), question))
     was_training = teacher.training
     teacher.eval()
-    device = next(teacher.parameters()).device
-    scores: dict[str, float] = {}
     start = time.time()
-    batches = [items[i : i + batch_size] for i in range(0, len(items), batch_size)]
-    for chunk in progress(batches, "teacher cache", unit="batches"):
-        prompts = encode_prompts(teacher.tokenizer, [p for _, (p, _) in chunk], teacher.max_length)
-        labels = encode_answers(teacher.tokenizer, [a for _, (_, a) in chunk], teacher.max_answer_length)
-        f = teacher.answer_loglik(
-            prompts["input_ids"].to(device), prompts["attention_mask"].to(device), labels.to(device)
-        )
-        scores.update(zip((k for k, _ in chunk), f.float().tolist()))
+    scores = _logliks(teacher, answers, teacher.max_answer_length, batch_size, "teacher cache")
+    if question_template is not None:
+        question_ll = _logliks(teacher, questions, MAX_QUESTION_TOKENS, batch_size, "teacher cache: questions")
+        scores = {entry: f + question_ll[of_question[entry]] for entry, f in scores.items()}
     teacher.train(was_training)
     print(f"teacher cache {key}: {len(scores)} F_ij in {time.time() - start:.0f} s", flush=True)
     return TeacherScores(scores, key)
+
+
+def _logliks(
+    teacher: Generator, rows: dict[str, tuple[str, str]], max_target_tokens: int, batch_size: int, what: str
+) -> dict[str, float]:
+    """log P_T(target | prompt) of each {key: (prompt, target)}, in batches sorted by prompt length."""
+    items = sorted(rows.items(), key=lambda item: len(item[1][0]))
+    device = next(teacher.parameters()).device
+    out: dict[str, float] = {}
+    batches = [items[i : i + batch_size] for i in range(0, len(items), batch_size)]
+    for chunk in progress(batches, what, unit="batches"):
+        prompts = encode_prompts(teacher.tokenizer, [p for _, (p, _) in chunk], teacher.max_length)
+        labels = encode_answers(teacher.tokenizer, [t for _, (_, t) in chunk], max_target_tokens)
+        f = teacher.answer_loglik(
+            prompts["input_ids"].to(device), prompts["attention_mask"].to(device), labels.to(device)
+        )
+        out.update(zip((k for k, _ in chunk), f.float().tolist()))
+    return out

@@ -9,11 +9,13 @@ import lightning as L
 import pytest
 import torch
 
+from erag.lm import encode_answers, encode_prompts
 from rerag.data.datamodule import RERAGDataModule, word_window
+from rerag.inputs import fill
 from rerag.models.loading import ModelSpec
 from rerag.models.lora import LoraSpec
 from rerag.module import RERAGModule
-from rerag.teacher_cache import TeacherScores, build_teacher_scores, pair_key
+from rerag.teacher_cache import MAX_QUESTION_TOKENS, TeacherScores, build_teacher_scores, pair_key
 from tests.rerag.conftest import TINY_LLAMA
 
 
@@ -99,6 +101,42 @@ def test_a_teacher_cache_needs_a_frozen_generator(causal_module_kwargs, tmp_path
         RERAGModule(**causal_module_kwargs, teacher_cache_dir=str(tmp_path))
     with pytest.raises(ValueError, match="teacher_cache_dir"):
         RERAGModule(**causal_module_kwargs, teacher=ModelSpec(config=TINY_LLAMA))
+
+
+QUESTION_TEMPLATE = "Passage: {text}\nWrite a question about it."
+
+
+def test_a_question_template_adds_the_questions_likelihood(causal_module_kwargs, causal_data_kwargs, tmp_path):
+    module = fit(
+        {**causal_module_kwargs, "teacher_question_template": QUESTION_TEMPLATE},
+        causal_data_kwargs,
+        tmp_path / "cache",
+        tmp_path,
+    )
+    default = fit(causal_module_kwargs, causal_data_kwargs, tmp_path / "cache", tmp_path)
+    assert len(cache_files(tmp_path / "cache")) == 2  # its own cache
+    question, answer, context = next(iter(module.trainer.datamodule.teacher_triples()))
+    lm = module.generator
+    prompt = encode_prompts(lm.tokenizer, [fill(QUESTION_TEMPLATE, "", context)], lm.max_length)
+    with torch.no_grad():
+        question_ll = lm.answer_loglik(**prompt, labels=encode_answers(lm.tokenizer, [question], MAX_QUESTION_TOKENS))
+    key = pair_key(question, answer, context)
+    assert question_ll.item() < -1
+    assert module.teacher_scores.scores[key] == pytest.approx(
+        default.teacher_scores.scores[key] + question_ll.item(), abs=1e-4
+    )
+
+
+def test_a_question_template_is_checked(causal_module_kwargs, tmp_path):
+    with pytest.raises(ValueError, match="holds {question}"):
+        RERAGModule(
+            **causal_module_kwargs,
+            freeze_generator=True,
+            teacher_cache_dir=str(tmp_path),
+            teacher_question_template="{question} {text}",
+        )
+    with pytest.raises(ValueError, match="freeze_generator"):
+        RERAGModule(**causal_module_kwargs, teacher_question_template=QUESTION_TEMPLATE)
 
 
 def test_a_missing_pair_names_the_question_and_contexts():
