@@ -1,7 +1,7 @@
 """How well does the frozen teacher itself rank a test article? Its order of BM25's top contexts by
 F_ij = log P_G(a_i | q_i, c_ij) (eq. 8), the answer likelihood the RE is distilled from (eq. 9-10),
-and, with the config's `model.teacher_question_template`, by F_ij + log P_G(q_i | c_ij) as well
-(the teacher's question-and-answer F, `rerag.teacher_cache`).
+and by F_ij + log P_G(q_i | c_ij), the question-and-answer teacher of `model.teacher_question_template`
+(`rerag.teacher_cache`), the question read after `--question-template`.
 
 The teacher reads the gold answer, so its order is no ranker a user could run: it is what L_re pulls
 the RE towards, the ranking a perfect student of this teacher would reproduce. Builds the fit
@@ -13,6 +13,7 @@ and has-answer Recall@1 and @5 of the teacher's order and BM25's (the file's ord
 questions, and how often the teacher's first pick holds the answer but is not the gold passage.
 
     python benchmarks/teacher_ranking.py --questions 100
+    python benchmarks/teacher_ranking.py --question-template none   # the answer alone
     python benchmarks/teacher_ranking.py --config configs/squad_smollm2.yaml --files data/squad/test.jsonl
 """
 
@@ -28,6 +29,8 @@ from rerag.fit_config import build_fit
 from rerag.metrics import first_hit_rank, hits_at_k
 from rerag.teacher_cache import build_teacher_scores, pair_key
 
+#: The question-and-answer teacher's prompt measured in BENCHMARKS.md.
+QUESTION_TEMPLATE = "Passage: {text}\nWrite a question that this passage answers."
 COLUMNS = ["gold R@1", "gold R@5", "has-answer R@1", "has-answer R@5", "first pick holds the answer, not gold"]
 
 
@@ -73,15 +76,21 @@ def main():
     parser.add_argument("--files", nargs="+", default=["data/squad/test.jsonl", "data/squad_sentences/test.jsonl"])
     parser.add_argument("--questions", type=int, default=100, help="the first N questions of each file")
     parser.add_argument("--contexts", type=int, default=20, help="BM25's top N contexts per question")
+    parser.add_argument(
+        "--question-template",
+        default=QUESTION_TEMPLATE,
+        help="the question-and-answer teacher's prompt, a passage without the question (none: that order is left out)",
+    )
     args = parser.parse_args()
 
     module = build_fit(["--config", args.config]).model  # no fit: test pairs are scored here, no cache is written
     teacher, _ = module.teacher_generator()
+    question_template = None if args.question_template == "none" else args.question_template
     print(f"teacher: {module.teacher_spec.name_or_path}; first {args.questions} questions, top {args.contexts}\n")
     print(f"| file | order | {' | '.join(COLUMNS)} |")
     print("|---" * (len(COLUMNS) + 2) + "|")
     for path in args.files:
-        rows = rank_file(teacher, path, args.questions, args.contexts, module.hparams.teacher_question_template)
+        rows = rank_file(teacher, path, args.questions, args.contexts, question_template)
         for name, row in rows.items():
             print(f"| {path} | {name} | {' | '.join(f'{v:.2f}' for v in row)} |", flush=True)
 
