@@ -88,7 +88,8 @@ class RERAGModule(L.LightningModule):
     computed once at fit start and read from disk (`rerag.teacher_cache`); `teacher` names another
     Hugging Face LM as the teacher, read with `teacher_template` (default: the generator's);
     `teacher_question_template` adds the question's likelihood given the context to the teacher's F
-    (F = log P_T(q, a | c), not the paper's eq. 8: `rerag.teacher_cache`).
+    (F = log P_T(q, a | c), not the paper's eq. 8: `rerag.teacher_cache`); after a first stage
+    (`teacher_steps`) that term, cached from the generator as it started, stays added to the live F.
     `teacher_steps` makes that a first stage of a joint run: for its first optimizer steps the
     generator, as it starts (a fresh LoRA adapter is the base itself), teaches the RE alone, from
     the cache when `teacher_cache_dir` is set; then both train (eq. 12). `train/teacher_margin`
@@ -193,7 +194,7 @@ class RERAGModule(L.LightningModule):
             teacher: any Hugging Face LM as the teacher (None: the frozen generator); needs teacher_cache_dir.
             teacher_tokenizer: the teacher's tokenizer (None: the teacher's name_or_path).
             teacher_template: the teacher's input text (None: generator_template).
-            teacher_question_template: a passage without the question, after which the frozen teacher scores the question: F_ij = log P_T(a_i | q_i, c_j) + log P_T(q_i | c_j) (None: the answer alone, eq. 8).
+            teacher_question_template: a passage without the question, after which the frozen teacher scores the question: F_ij = log P_T(a_i | q_i, c_j) + log P_T(q_i | c_j) (None: the answer alone, eq. 8); after teacher_steps the cached log P_T(q_i | c_j) is added to the live generator's F.
         """
         super().__init__()
         self.save_hyperparameters()
@@ -235,10 +236,10 @@ class RERAGModule(L.LightningModule):
             raise ValueError(
                 "model.teacher_cache_dir needs freeze_generator: true or teacher_steps > 0 (a trained generator's F changes)"
             )
-        if teacher_question_template is not None and (not freeze_generator or teacher_cache_dir is None):
+        if teacher_question_template is not None and teacher_cache_dir is None:
             raise ValueError(
-                "model.teacher_question_template scores the frozen teacher's cache: it needs freeze_generator: true "
-                "and teacher_cache_dir (a generator that trains scores the answer alone)"
+                "model.teacher_question_template is scored once into the teacher cache: it needs teacher_cache_dir "
+                "(with freeze_generator: true or teacher_steps > 0)"
             )
         if teacher_question_template is not None and "{question}" in teacher_question_template:
             raise ValueError(
@@ -371,6 +372,10 @@ class RERAGModule(L.LightningModule):
                 answer_loglik = self.generator.answer_loglik(
                     batch["gen"]["input_ids"], batch["gen"]["attention_mask"], labels
                 ).view(b, k)
+            if self.hparams.teacher_question_template is not None:  # after teacher_steps: the first stage's
+                # log P(q | c), fixed, plus the live log P_G(a | q, c), so the target keeps its question term
+                question_loglik = self.teacher_scores.question_lookup(batch["questions"], batch["contexts"])
+                answer_loglik = answer_loglik + question_loglik.to(answer_loglik)
         if self.hparams.marginalize_with == "retriever":  # RAG without the RE: the RE is not even run
             scores = batch["retriever_scores"].view(b, k).to(answer_loglik.device)
             losses = {"loss_gen": marginal_nll(scores, answer_loglik, self.hparams.gen_reduction)}

@@ -13,6 +13,8 @@ log P_T(q_i | c_j) = log P_T(q_i, a_i | c_j), so Q_G = softmax_j(F_ij) is the po
 context given the question and its answer under a uniform prior. Not the paper's eq. 8 (the answer
 alone): a context that holds the answer string but is not the one the question was written from
 scores lower. The question's likelihood is a zero-shot reranker of its own (UPR, Sachan et al., 2022).
+Its part is also kept alone (`question_lookup`): after a first stage (`teacher_steps`) the joint stage
+adds it, as the generator scored it before training, to the live generator's log P_G(a_i | q_i, c_j).
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from rerag.inputs import fill
 from rerag.models.generator import Generator
 
 #: Bumped when the file's layout or what an entry means changes.
-CACHE_VERSION = 1
+CACHE_VERSION = 2  # 2: the question's part kept on its own (`TeacherScores.question_scores`)
 
 #: Question tokens the teacher scores with a question template (EOS included; SQuAD's longest fit in ~60).
 MAX_QUESTION_TOKENS = 64
@@ -66,10 +68,11 @@ def teacher_key(teacher: dict, data_file: str | Path, data_settings: dict) -> st
 
 
 class TeacherScores:
-    """F for (question, answer, context) triples: `lookup` gives a training batch's [b, k] F_ij."""
+    """F for (question, answer, context) triples: `lookup` gives a training batch's [b, k] F_ij; with
+    a question template, `question_lookup` gives its part log P_T(q_i | c_j) alone."""
 
-    def __init__(self, scores: dict[str, float], key: str = ""):
-        self.scores, self.key = scores, key
+    def __init__(self, scores: dict[str, float], key: str = "", question_scores: dict[str, float] | None = None):
+        self.scores, self.key, self.question_scores = scores, key, question_scores or {}
 
     def __len__(self) -> int:
         return len(self.scores)
@@ -78,28 +81,41 @@ class TeacherScores:
         self, questions: Sequence[str], targets: Sequence[str], contexts: Sequence[Sequence[dict]]
     ) -> torch.Tensor:
         """F_ij [b, k] float32 for each question's sampled answer (`targets`) and its k contexts."""
+        return self._rows(self.scores, questions, targets, contexts, "F")
+
+    def question_lookup(self, questions: Sequence[str], contexts: Sequence[Sequence[dict]]) -> torch.Tensor:
+        """log P_T(q_i | c_j) [b, k] float32: the question's part of F, the same for every answer."""
+        return self._rows(self.question_scores, questions, [""] * len(questions), contexts, "log P(q | c)")
+
+    def _rows(self, table, questions, targets, contexts, what: str) -> torch.Tensor:
         rows = []
         for question, target, ctxs in zip(questions, targets, contexts):
             keys = [pair_key(question, target, c) for c in ctxs]
-            missing = [c.get("id", "?") for c, k in zip(ctxs, keys) if k not in self.scores]
+            missing = [c.get("id", "?") for c, k in zip(ctxs, keys) if k not in table]
             if missing:
                 raise KeyError(
-                    f"teacher cache {self.key}: no F for question {question!r}, answer {target!r}, "
+                    f"teacher cache {self.key}: no {what} for question {question!r}, answer {target!r}, "
                     f"contexts {missing}: the cache was built for other training pairs"
                 )
-            rows.append([self.scores[k] for k in keys])
+            rows.append([table[k] for k in keys])
         return torch.tensor(rows, dtype=torch.float32)
 
     def save(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp")
-        torch.save({"version": CACHE_VERSION, "key": self.key, "scores": self.scores}, tmp)
+        saved = {
+            "version": CACHE_VERSION,
+            "key": self.key,
+            "scores": self.scores,
+            "question_scores": self.question_scores,
+        }
+        torch.save(saved, tmp)
         tmp.replace(path)  # a run stopped mid-write leaves no half file under the real name
 
     @classmethod
     def load(cls, path: Path) -> TeacherScores:
         saved = torch.load(path, weights_only=True)
-        return cls(saved["scores"], saved["key"])
+        return cls(saved["scores"], saved["key"], saved["question_scores"])
 
 
 @torch.no_grad()
@@ -127,12 +143,13 @@ def build_teacher_scores(
     teacher.eval()
     start = time.time()
     scores = _logliks(teacher, answers, teacher.max_answer_length, batch_size, "teacher cache")
+    question_ll = {}
     if question_template is not None:
         question_ll = _logliks(teacher, questions, MAX_QUESTION_TOKENS, batch_size, "teacher cache: questions")
         scores = {entry: f + question_ll[of_question[entry]] for entry, f in scores.items()}
     teacher.train(was_training)
     print(f"teacher cache {key}: {len(scores)} F_ij in {time.time() - start:.0f} s", flush=True)
-    return TeacherScores(scores, key)
+    return TeacherScores(scores, key, question_ll)
 
 
 def _logliks(

@@ -135,8 +135,43 @@ def test_a_question_template_is_checked(causal_module_kwargs, tmp_path):
             teacher_cache_dir=str(tmp_path),
             teacher_question_template="{question} {text}",
         )
-    with pytest.raises(ValueError, match="freeze_generator"):
+    with pytest.raises(ValueError, match="teacher_cache_dir"):
         RERAGModule(**causal_module_kwargs, teacher_question_template=QUESTION_TEMPLATE)
+
+
+def test_after_a_first_stage_the_questions_cached_likelihood_stays_in_f(
+    causal_module_kwargs, causal_data_kwargs, tmp_path
+):
+    """teacher_steps with a question template: the first stage reads F = log P(a | q, c) + log P(q | c)
+    from the cache; the joint stage adds the cached log P(q | c) to the live generator's log P(a | q, c)."""
+    L.seed_everything(0)
+    kwargs = causal_module_kwargs | {
+        "teacher_steps": 1,
+        "teacher_cache_dir": str(tmp_path / "cache"),
+        "teacher_question_template": QUESTION_TEMPLATE,
+    }
+    module, seen = RERAGModule(**kwargs), []
+    losses = module.relevance_losses
+
+    def record(batch, answer_loglik):
+        b, k = answer_loglik.shape
+        cache = module.teacher_scores
+        with torch.no_grad():
+            labels = batch["labels"].repeat_interleave(k, dim=0)
+            live = module.generator.answer_loglik(batch["gen"]["input_ids"], batch["gen"]["attention_mask"], labels)
+            question = cache.question_lookup(batch["questions"], batch["contexts"])
+        cached = cache.lookup(batch["questions"], batch["targets"], batch["contexts"])
+        seen.append((module.global_step, answer_loglik.detach(), cached, live.view(b, k) + question, question))
+        return losses(batch, answer_loglik)
+
+    module.relevance_losses = record
+    train(module, causal_data_kwargs, tmp_path, steps=3)
+    assert [step for step, *_ in seen] == [0, 1, 2]
+    for step, f, cached, live_with_question, question in seen:
+        assert (question < -1).all()
+        assert torch.allclose(f, cached if step == 0 else live_with_question, atol=1e-4)
+    # the generator trained after the first stage, so its F moved off the cached one
+    assert not torch.allclose(seen[2][1], seen[2][2], atol=1e-4)
 
 
 def test_a_missing_pair_names_the_question_and_contexts():
