@@ -27,19 +27,24 @@ import torch
 from rerag.data.fid_format import read_fid
 from rerag.fit_config import build_fit
 from rerag.metrics import first_hit_rank, hits_at_k
-from rerag.teacher_cache import build_teacher_scores, pair_key
+from rerag.teacher_cache import build_teacher_scores
 
 #: The question-and-answer teacher's prompt measured in BENCHMARKS.md.
 QUESTION_TEMPLATE = "Passage: {text}\nWrite a question that this passage answers."
 COLUMNS = ["gold R@1", "gold R@5", "has-answer R@1", "has-answer R@5", "first pick holds the answer, not gold"]
 
 
-def teacher_orders(teacher, records: list[dict], question_template: str | None = None) -> list[torch.Tensor]:
-    """Per record, F_ij of its first answer for each of its contexts (the teacher's prompt, whole
-    passages), with `question_template` the question's likelihood added (`build_teacher_scores`)."""
+def teacher_orders(teacher, records: list[dict], question_template: str | None = None) -> dict[str, list[torch.Tensor]]:
+    """Per order, per record, F_ij of its first answer for each of its contexts (the teacher's prompt,
+    whole passages): the answer alone and, with `question_template`, the question's likelihood added
+    (one `build_teacher_scores` pass, which keeps the question's part on its own)."""
     triples = [(r["question"], r["answers"][0], c) for r in records for c in r["ctxs"]]
-    scores = build_teacher_scores(teacher, triples, key="teacher_ranking", question_template=question_template).scores
-    return [torch.tensor([scores[pair_key(r["question"], r["answers"][0], c)] for c in r["ctxs"]]) for r in records]
+    cache = build_teacher_scores(teacher, triples, key="teacher_ranking", question_template=question_template)
+    both = [cache.lookup([r["question"]], [r["answers"][0]], [r["ctxs"]])[0] for r in records]
+    if question_template is None:
+        return {"teacher, answer (eq. 8)": both}
+    answer = [f - cache.question_lookup([r["question"]], [r["ctxs"]])[0] for f, r in zip(both, records)]
+    return {"teacher, answer (eq. 8)": answer, "teacher, question and answer": both}
 
 
 def recall_row(order: list[torch.Tensor], records: list[dict]) -> list[float]:
@@ -64,10 +69,8 @@ def rank_file(
     for r in records:
         r["ctxs"] = r["ctxs"][:contexts]
     bm25 = [-torch.arange(len(r["ctxs"]), dtype=torch.float) for r in records]
-    rows = {"teacher, answer (eq. 8)": recall_row(teacher_orders(teacher, records), records)}
-    if question_template is not None:
-        rows["teacher, question and answer"] = recall_row(teacher_orders(teacher, records, question_template), records)
-    return rows | {"BM25": recall_row(bm25, records)}
+    orders = teacher_orders(teacher, records, question_template) | {"BM25": bm25}
+    return {name: recall_row(order, records) for name, order in orders.items()}
 
 
 def main():

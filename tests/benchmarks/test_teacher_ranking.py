@@ -36,12 +36,16 @@ def with_gold(src: Path, dst: Path) -> Path:
     return dst
 
 
-def test_the_teachers_order_is_its_answer_likelihoods(tmp_path, world_dir, chat_tokenizer_dir):
+@pytest.mark.parametrize("question_template", [None, "Passage: {text}\nAsk about it."])
+def test_the_teachers_order_is_its_answer_likelihoods(tmp_path, world_dir, chat_tokenizer_dir, question_template):
+    """Eq. 8's order, built alone or taken out of the question-and-answer teacher's pass."""
     config = write_config(tmp_path / "tiny.yaml", world_dir, chat_tokenizer_dir)
     teacher, _ = build_fit(["--config", str(config)]).model.teacher_generator()
     records = list(read_fid(world_dir / "dev.jsonl"))[:4]
     teacher.eval()
-    for r, got in zip(records, teacher_ranking.teacher_orders(teacher, records)):
+    orders = teacher_ranking.teacher_orders(teacher, records, question_template)
+    assert len(orders) == 1 + (question_template is not None)
+    for r, got in zip(records, orders["teacher, answer (eq. 8)"]):
         want = []
         for c in r["ctxs"]:  # one row at a time: no batch, no sort, no cache
             prompt = encode_prompts(teacher.tokenizer, [fill(teacher.template, r["question"], c)], teacher.max_length)
