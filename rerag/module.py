@@ -88,11 +88,11 @@ class RERAGModule(L.LightningModule):
     computed once at fit start and read from disk (`rerag.teacher_cache`); `teacher` names another
     Hugging Face LM as the teacher, read with `teacher_template` (default: the generator's);
     `teacher_question_template` adds the question's likelihood given the context to the teacher's F
-    (F = log P_T(q, a | c), not the paper's eq. 8: `rerag.teacher_cache`); after a first stage
-    (`teacher_steps`) that term, cached from the generator as it started, stays added to the live F.
+    (F = log P_T(q, a | c), not the paper's eq. 8: `rerag.teacher_cache`).
     `teacher_steps` makes that a first stage of a joint run: for its first optimizer steps the
     generator, as it starts (a fresh LoRA adapter is the base itself), teaches the RE alone, from
-    the cache when `teacher_cache_dir` is set; then both train (eq. 12). `train/teacher_margin`
+    the cache when `teacher_cache_dir` is set; then both train (eq. 12), a question template's term,
+    cached from the generator as it started, still added to the live F. `train/teacher_margin`
     logs F(gold) - max F(other) by step (when the data has `gold`), to show whether the teacher stays sharp.
 
     Evaluation reranks each question's whole list (the datamodule's `n_eval_contexts`) and, for
