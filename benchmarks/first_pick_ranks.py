@@ -3,7 +3,7 @@
 For each test run (`test_results.jsonl`, written by `rerag.callbacks.MetricsWriter`) and the data file
 it was tested on, counts the questions whose RE puts a passage other than the gold one first, and
 splits them by the retriever's rank of that first pick and of the gold passage (`first_hit`), in the
-bins `--bins` gives (the default 1, 2-4, 5-20: BM25's first, the rest of the top 4 the SmolLM2 configs
+bins `--bins` gives, and counts the misses whose first pick has more words than the gold passage (the default 1, 2-4, 5-20: BM25's first, the rest of the top 4 the SmolLM2 configs
 train on, and the deeper ranks only evaluation shows the RE).
 
     python benchmarks/first_pick_ranks.py --runs outputs/squad_smollm2_teacher/test_results.jsonl \\
@@ -32,10 +32,12 @@ def bin_label(rank: int | None, bins: list[int]) -> str:
 
 def first_pick_ranks(results: list[dict], records: dict[str, dict], bins: list[int]) -> dict[str, int]:
     """Counts over `results` (one per test question, with `contexts` in the RE's order): the questions
-    with a gold passage, the RE's misses among them, and per bin the misses whose first pick (`pick ...`)
-    and whose gold passage (`gold ...`) sit at that retriever rank."""
+    with a gold passage, the RE's misses among them, per bin the misses whose first pick (`pick ...`)
+    and whose gold passage (`gold ...`) sit at that retriever rank, and the misses whose first pick
+    is the longer passage (in words)."""
     labels = [bin_label(b, bins) for b in bins] + [f">{bins[-1]}"]
     counts = {"with gold": 0, "RE misses": 0} | {f"{what} {label}": 0 for what in ("pick", "gold") for label in labels}
+    counts["pick longer than gold"] = 0
     for r in results:
         gold_rank = r["first_hit"]["retriever"]["gold"]
         if gold_rank is None:
@@ -45,11 +47,13 @@ def first_pick_ranks(results: list[dict], records: dict[str, dict], bins: list[i
             continue
         if r["id"] not in records:
             raise ValueError(f"question {r['id']!r} of the results is not in the data file: test on another file?")
-        ids = [c["id"] for c in records[r["id"]]["ctxs"]]
-        pick_rank = ids.index(r["contexts"][0]["id"]) + 1
+        ctxs = records[r["id"]]["ctxs"]
+        pick_rank = [c["id"] for c in ctxs].index(r["contexts"][0]["id"]) + 1
         counts["RE misses"] += 1
         counts[f"pick {bin_label(pick_rank, bins)}"] += 1
         counts[f"gold {bin_label(gold_rank, bins)}"] += 1
+        words = lambda rank: len(ctxs[rank - 1]["text"].split())  # noqa: E731
+        counts["pick longer than gold"] += words(pick_rank) > words(gold_rank)
     return counts
 
 

@@ -37,12 +37,14 @@ def test_misses_are_binned_by_the_retrievers_rank(tmp_path, monkeypatch, capsys)
         result("e", pick=4, gold=None, re_gold=None),  # no gold passage: left out
     ]
     records = {r["id"]: record(r["id"]) for r in results}
+    records["c"]["ctxs"][6]["text"] = "a longer passage than the gold one"  # c's first pick, 7 words against 2
     counts = first_pick_ranks.first_pick_ranks(results, records, [1, 4, 20])
     assert counts == {
         "with gold": 4,
         "RE misses": 3,
         **{"pick 1": 1, "pick 2-4": 0, "pick 5-20": 2, "pick >20": 0},
         **{"gold 1": 1, "gold 2-4": 1, "gold 5-20": 1, "gold >20": 0},
+        "pick longer than gold": 1,
     }
 
     run, data = tmp_path / "test_results.jsonl", tmp_path / "test.jsonl"
@@ -51,7 +53,7 @@ def test_misses_are_binned_by_the_retrievers_rank(tmp_path, monkeypatch, capsys)
     monkeypatch.setattr(sys, "argv", ["first_pick_ranks.py", "--runs", str(run), "--data", str(data)])
     first_pick_ranks.main()
     row = [line for line in capsys.readouterr().out.splitlines() if line.startswith(f"| {run} |")]
-    assert row == [f"| {run} | 4 | 3 | 1 | 0 | 2 | 0 | 1 | 1 | 1 | 0 |"]
+    assert row == [f"| {run} | 4 | 3 | 1 | 0 | 2 | 0 | 1 | 1 | 1 | 0 | 1 |"]
 
 
 def test_a_question_missing_from_the_data_is_a_clear_error():
