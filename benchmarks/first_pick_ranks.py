@@ -1,10 +1,11 @@
 """Where in the retriever's order does the RE's first pick sit when it is not the gold passage?
 
 For each test run (`test_results.jsonl`, written by `rerag.callbacks.MetricsWriter`) and the data file
-it was tested on, counts the questions whose RE puts a passage other than the gold one first, and
-splits them by the retriever's rank of that first pick and of the gold passage (`first_hit`), in the
-bins `--bins` gives, and counts the misses whose first pick has more words than the gold passage (the default 1, 2-4, 5-20: BM25's first, the rest of the top 4 the SmolLM2 configs
-train on, and the deeper ranks only evaluation shows the RE).
+it was tested on, counts the questions whose RE puts a passage other than the gold one first, splits
+them by the retriever's rank of that first pick and of the gold passage (`first_hit`) in the bins
+`--bins` gives (the default 1, 2-4, 5-20: BM25's first, the rest of the top 4 the SmolLM2 configs
+train on, and the deeper ranks only evaluation shows the RE), and counts those whose first pick has
+more words than the gold passage.
 
     python benchmarks/first_pick_ranks.py --runs outputs/squad_smollm2_teacher/test_results.jsonl \\
         --data data/squad/test.jsonl
@@ -18,10 +19,8 @@ import json
 from rerag.data.fid_format import read_fid
 
 
-def bin_label(rank: int | None, bins: list[int]) -> str:
-    """The bin of a 1-based rank: '1', '2-4', '5-20' for bins [1, 4, 20]; 'none' for no rank."""
-    if rank is None:
-        return "none"
+def bin_label(rank: int, bins: list[int]) -> str:
+    """The bin of a 1-based rank: '1', '2-4', '5-20' or '>20' for bins [1, 4, 20]."""
     low = 1
     for high in bins:
         if rank <= high:
@@ -52,8 +51,8 @@ def first_pick_ranks(results: list[dict], records: dict[str, dict], bins: list[i
         counts["RE misses"] += 1
         counts[f"pick {bin_label(pick_rank, bins)}"] += 1
         counts[f"gold {bin_label(gold_rank, bins)}"] += 1
-        words = lambda rank: len(ctxs[rank - 1]["text"].split())  # noqa: E731
-        counts["pick longer than gold"] += words(pick_rank) > words(gold_rank)
+        words = [len(c["text"].split()) for c in ctxs]
+        counts["pick longer than gold"] += words[pick_rank - 1] > words[gold_rank - 1]
     return counts
 
 

@@ -40,11 +40,11 @@ def teacher_orders(teacher, records: list[dict], question_template: str | None =
     (one `build_teacher_scores` pass, which keeps the question's part on its own)."""
     triples = [(r["question"], r["answers"][0], c) for r in records for c in r["ctxs"]]
     cache = build_teacher_scores(teacher, triples, key="teacher_ranking", question_template=question_template)
-    both = [cache.lookup([r["question"]], [r["answers"][0]], [r["ctxs"]])[0] for r in records]
+    f = [cache.lookup([r["question"]], [r["answers"][0]], [r["ctxs"]])[0] for r in records]
     if question_template is None:
-        return {"teacher, answer (eq. 8)": both}
-    answer = [f - cache.question_lookup([r["question"]], [r["ctxs"]])[0] for f, r in zip(both, records)]
-    return {"teacher, answer (eq. 8)": answer, "teacher, question and answer": both}
+        return {"teacher, answer (eq. 8)": f}
+    answer = [f_r - cache.question_lookup([r["question"]], [r["ctxs"]])[0] for f_r, r in zip(f, records)]
+    return {"teacher, answer (eq. 8)": answer, "teacher, question and answer": f}
 
 
 def recall_row(order: list[torch.Tensor], records: list[dict]) -> list[float]:

@@ -87,7 +87,14 @@ class TeacherScores:
         """log P_T(q_i | c_j) [b, k] float32: the question's part of F, the same for every answer."""
         return self._rows(self.question_scores, questions, [""] * len(questions), contexts, "log P(q | c)")
 
-    def _rows(self, table, questions, targets, contexts, what: str) -> torch.Tensor:
+    def _rows(
+        self,
+        table: dict[str, float],
+        questions: Sequence[str],
+        targets: Sequence[str],
+        contexts: Sequence[Sequence[dict]],
+        what: str,
+    ) -> torch.Tensor:
         rows = []
         for question, target, ctxs in zip(questions, targets, contexts):
             keys = [pair_key(question, target, c) for c in ctxs]
