@@ -14,9 +14,9 @@ more words than the gold passage.
 from __future__ import annotations
 
 import argparse
-import json
 
 from rerag.data.fid_format import read_fid
+from rerag.infer.compare import load_results
 
 
 def bin_label(rank: int, bins: list[int]) -> str:
@@ -47,7 +47,10 @@ def first_pick_ranks(results: list[dict], records: dict[str, dict], bins: list[i
         if r["id"] not in records:
             raise ValueError(f"question {r['id']!r} of the results is not in the data file: test on another file?")
         ctxs = records[r["id"]]["ctxs"]
-        pick_rank = [c["id"] for c in ctxs].index(r["contexts"][0]["id"]) + 1
+        ids = [c["id"] for c in ctxs]
+        if r["contexts"][0]["id"] not in ids:
+            raise ValueError(f"question {r['id']!r}: first pick {r['contexts'][0]['id']!r} is not among its contexts")
+        pick_rank = ids.index(r["contexts"][0]["id"]) + 1
         counts["RE misses"] += 1
         counts[f"pick {bin_label(pick_rank, bins)}"] += 1
         counts[f"gold {bin_label(gold_rank, bins)}"] += 1
@@ -70,9 +73,11 @@ def main():
     rows = []
     for run, path in zip(args.runs, data):
         records = {r["id"]: r for r in read_fid(path)}  # a bad record names its file, line and field
-        with open(run) as f:
-            results = [json.loads(line) for line in f]
-        rows.append((run, first_pick_ranks(results, records, args.bins)))
+        results = load_results(run, fields=("first_hit", "contexts"))  # so does a bad result row
+        try:
+            rows.append((run, first_pick_ranks(list(results.values()), records, args.bins)))
+        except ValueError as err:
+            raise SystemExit(f"{run} tested on {path}: {err}") from None
     columns = list(rows[0][1])
     print(f"| run | {' | '.join(columns)} |")
     print("|---" * (len(columns) + 1) + "|")
