@@ -1,5 +1,6 @@
 import glob
 import json
+import time
 
 import lightning as L
 import pytest
@@ -110,10 +111,16 @@ def test_fit_logs_losses_to_wandb_offline(module_kwargs, data_kwargs, tmp_path, 
     logger = WandbLogger(project="rerag-test", save_dir=str(tmp_path), offline=True)
     trainer(tmp_path, logger=logger, max_steps=3, log_every_n_steps=1, limit_val_batches=0).fit(module, datamodule=data)
     wandb.finish()
-    # The offline run's record log (protobuf) holds each history key as plain bytes.
+    # The offline run's record log (protobuf) holds each history key as plain bytes. wandb's service
+    # process may still be writing it when finish() returns, so read it until the keys are in (at most 20 s).
     (run_log,) = glob.glob(str(tmp_path / "wandb" / "offline-run-*" / "run-*.wandb"))
-    records = open(run_log, "rb").read()
-    for key in ("train/loss", "train/loss_gen", "train/loss_re", "train/loss_tok"):
+    keys = ("train/loss", "train/loss_gen", "train/loss_re", "train/loss_tok")
+    deadline = time.monotonic() + 20
+    while not all(key.encode() in (records := open(run_log, "rb").read()) for key in keys):
+        if time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    for key in keys:
         assert key.encode() in records
 
 
