@@ -24,20 +24,18 @@ from scipy.stats import spearmanr
 from rerag.data.fid_format import read_fid
 from rerag.infer.loading import load_models
 from rerag.inputs import window_rows
-from rerag.models.estimator import best_window_scores
+from rerag.models.estimator import pool_windows
 
 
 def rules(whole: torch.Tensor, windows: torch.Tensor, window_of: torch.Tensor) -> dict[str, torch.Tensor]:
     """Each passage's score under each rule, from its whole-passage s and its windows' s."""
     k = len(whole)
-    best = best_window_scores(windows, window_of, k)
-    count = torch.bincount(window_of, minlength=k).to(windows)
-    mean = windows.new_zeros(k).index_add_(0, window_of.to(windows.device), windows) / count
+    best = pool_windows(windows, window_of, k)
     return {
         "whole": whole,
         "best window": best,
         "whole or best window": torch.maximum(whole, best),
-        "mean window": mean,
+        "mean window": pool_windows(windows, window_of, k, "mean"),
     }
 
 
@@ -56,7 +54,7 @@ def response(checkpoint: str, records: list[dict], k: int, words: int) -> dict[s
             window_of = torch.tensor(window_of)
             n_windows = torch.bincount(window_of, minlength=k)
             # a passage no longer than a window is its one window: only longer ones are scored again whole
-            whole = best_window_scores(window_s, window_of, k)
+            whole = pool_windows(window_s, window_of, k)
             longer = [j for j in range(k) if n_windows[j] > 1]
             if longer:
                 whole[longer] = estimator.score(r["question"], [ctxs[j] for j in longer], 32).float()

@@ -29,7 +29,7 @@ import torch
 from rerag.data.datamodule import RERAGDataModule
 from rerag.fit_config import build_fit
 from rerag.metrics import first_hit_rank, hits_at_k
-from rerag.models.estimator import RelevanceEstimator, best_window_scores
+from rerag.models.estimator import RelevanceEstimator, pool_windows
 
 #: The config's own prompt, with "{instruction}" in place of its last line.
 QUESTION_FIRST = "Question: {{question}}\nPassage: {{text}}\n{instruction}"
@@ -64,7 +64,7 @@ def probe(module, data: RERAGDataModule, n_questions: int) -> tuple[dict[str, li
         counts = batch["n_contexts"].tolist()
         lengths = batch["re"]["attention_mask"].sum(dim=1)
         if "re_window_of" in batch:  # the RE read windows: a context's longest one
-            lengths = best_window_scores(lengths.float(), batch["re_window_of"], len(s)).long()
+            lengths = pool_windows(lengths.float(), batch["re_window_of"], len(s)).long()
         for i, (scores, gold, has_answer, length) in enumerate(
             zip(s.split(counts), batch["gold"].split(counts), batch["has_answer"].split(counts), lengths.split(counts))
         ):

@@ -47,6 +47,6 @@ def passage_windows(context: Context, n_words: int) -> list[Context]:
 
 def window_rows(contexts: list[Context], n_words: int) -> tuple[list[Context], list[int]]:
     """Every context's `passage_windows`, flattened, and the index in `contexts` of each window's
-    context (what `rerag.models.estimator.best_window_scores` reduces by)."""
+    context (what `rerag.models.estimator.pool_windows` reduces by)."""
     pieces = [passage_windows(c, n_words) for c in contexts]
     return [w for ws in pieces for w in ws], [j for j, ws in enumerate(pieces) for _ in ws]

@@ -20,7 +20,7 @@ from rerag.defaults import TEST_TOP_K, VAL_TOP_K
 from rerag.losses import marginal_nll, pointwise_relevance, rerag_loss
 from rerag.metrics import first_hit_rank, recall_at_k, teacher_margin
 from rerag.models.compilation import CompileSetting, compile_stacks
-from rerag.models.estimator import RelevanceEstimator, best_window_scores
+from rerag.models.estimator import RelevanceEstimator, WindowPooling, pool_windows
 from rerag.models.generator import Generator
 from rerag.models.loading import ModelSpec, build_model
 from rerag.models.lora import LoraSpec, add_adapters, add_lora
@@ -146,6 +146,7 @@ class RERAGModule(L.LightningModule):
         teacher_tokenizer: str | None = None,
         teacher_template: str | None = None,
         teacher_question_template: str | None = None,
+        window_pooling: WindowPooling = "max",
     ):
         """Joint RE-RAG training (eq. 12) and RE-reranked evaluation.
 
@@ -195,6 +196,7 @@ class RERAGModule(L.LightningModule):
             teacher_tokenizer: the teacher's tokenizer (None: the teacher's name_or_path).
             teacher_template: the teacher's input text (None: generator_template).
             teacher_question_template: a passage without the question, after which the frozen teacher scores the question: F_ij = log P_T(a_i | q_i, c_j) + log P_T(q_i | c_j) (None: the answer alone, eq. 8); after teacher_steps the cached log P_T(q_i | c_j) is added to the live generator's F.
+            window_pooling: where data.init_args.eval_context_words cuts dev/test passages into windows, a passage's s from its windows': max (MaxP), mean, or first (FirstP); `rerag export` keeps it.
         """
         super().__init__()
         self.save_hyperparameters()
@@ -267,7 +269,14 @@ class RERAGModule(L.LightningModule):
                 if estimator_lora or generator_lora:
                     model.enable_input_require_grads()  # frozen embeddings: checkpointed blocks still get a grad input
         self.estimator = RelevanceEstimator(
-            re_model, re_tok, true_word, false_word, re_template, re_max_length, re_adapter
+            re_model,
+            re_tok,
+            true_word,
+            false_word,
+            re_template,
+            re_max_length,
+            re_adapter,
+            window_pooling=window_pooling,
         )
         self.generator = Generator(
             gen_model, gen_tok, max_answer_length, generator_template, generator_max_length, gen_adapter
@@ -460,14 +469,14 @@ class RERAGModule(L.LightningModule):
     def relevance_scores(self, batch: dict) -> torch.Tensor:
         """The RE's log-odds s for every flattened (question, context) row, in length-sorted chunks;
         where the batch's RE rows are windows (`data.init_args.eval_context_words`), a context's s is
-        its best window's (MaxP)."""
+        its windows' pooled by `window_pooling`."""
         re_inputs = batch["re"]
         s = self.estimator.score_rows(
             re_inputs["input_ids"], re_inputs["attention_mask"], self.hparams.score_batch_size
         )
         if "re_window_of" not in batch:
             return s
-        return best_window_scores(s, batch["re_window_of"], len(batch["retriever_scores"]))
+        return pool_windows(s, batch["re_window_of"], len(batch["retriever_scores"]), self.estimator.window_pooling)
 
     def answer(self, batch: dict, kept: list[torch.Tensor], weights: torch.Tensor) -> list[tuple[str, float]]:
         """Generate from each kept context and marginalize with softmax(weights) (eq. 6)."""

@@ -25,6 +25,7 @@ TRAINING_FIELDS = (
     "freeze_generator",
     "teacher",
     "estimator_lora",
+    "window_pooling",
 )
 DATA_FIELDS = (
     "train_file",

@@ -14,6 +14,7 @@ by `rerag calibrate`): the maps from s to probabilities, loaded as `estimator.ca
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 import torch
 from torch import nn
@@ -54,12 +55,27 @@ def lm_head_scale(model: PreTrainedModel) -> float:
     return 1.0
 
 
-def best_window_scores(s: torch.Tensor, window_of: torch.Tensor, n_passages: int) -> torch.Tensor:
-    """Each passage's s as its best window's (MaxP): s [W] of windows, window_of [W] the passage of
-    each (every passage has at least one), -> [n_passages]. An RE trained on windows of one length
-    rewards, on a whole passage, what a longer one holds more of (BENCHMARKS.md)."""
-    best = torch.full((n_passages,), float("-inf"), device=s.device, dtype=s.dtype)
-    return best.scatter_reduce(0, window_of.to(s.device), s, reduce="amax")
+WindowPooling = Literal["max", "mean", "first"]
+
+
+def pool_windows(
+    s: torch.Tensor, window_of: torch.Tensor, n_passages: int, pooling: WindowPooling = "max"
+) -> torch.Tensor:
+    """Each passage's s from its windows' (Dai & Callan's passage-level evidence): s [W] of windows,
+    window_of [W] the passage of each, in passage order (`rerag.inputs.window_rows`; every passage
+    has at least one), -> [n_passages]. `max`: the best window's (MaxP); `mean`: their mean, which
+    does not grow with a passage's window count as the max of more draws does; `first`: the first
+    window's (FirstP). An RE trained on windows of one length rewards, on a whole passage, what a
+    longer one holds more of (BENCHMARKS.md)."""
+    window_of = window_of.to(s.device)
+    if pooling == "first":
+        starts = torch.ones_like(window_of, dtype=torch.bool)
+        starts[1:] = window_of[1:] != window_of[:-1]
+        return s[starts]
+    if pooling not in ("max", "mean"):
+        raise ValueError(f"window pooling: max, mean or first, got {pooling!r}")
+    out = torch.zeros((n_passages,), device=s.device, dtype=s.dtype)
+    return out.scatter_reduce(0, window_of, s, reduce="amax" if pooling == "max" else "mean", include_self=False)
 
 
 class RelevanceEstimator(nn.Module):
@@ -75,17 +91,20 @@ class RelevanceEstimator(nn.Module):
         max_length: int = 256,
         adapter: str | None = None,
         context_words: int | None = None,
+        window_pooling: WindowPooling = "max",
     ):
         """`adapter`: the PEFT adapter of `model` that is the RE, when the model is shared with the
         generator (`erag.lm.adapter_scope`); None: the model as it is. `context_words`: `score`
-        gives each passage its best window's s, windows of this many words (MaxP; `rerag export`
-        sets the run's `data.init_args.eval_context_words`); None: whole passages."""
+        gives each passage an s from its windows of this many words, pooled by `window_pooling`
+        (`pool_windows`; `rerag export` sets the run's `data.init_args.eval_context_words` and
+        `model.init_args.window_pooling`); None: whole passages."""
         super().__init__()
         if context_words is not None and context_words < 2:
             raise ValueError(f"context_words: must be at least 2 (or None: whole passages), got {context_words}")
         self.model, self.tokenizer, self.adapter = model, tokenizer, adapter
         self.true_word, self.false_word = true_word, false_word
         self.template, self.max_length, self.context_words = template, max_length, context_words
+        self.window_pooling = window_pooling
         self.true_id = single_token_id(tokenizer, true_word)
         self.false_id = single_token_id(tokenizer, false_word)
         self.calibration: Calibration | None = None  # set by from_pretrained or `rerag calibrate`
@@ -167,7 +186,7 @@ class RelevanceEstimator(nn.Module):
     @torch.no_grad()
     def score(self, question: str, passages: list[dict | str], batch_size: int = 64) -> torch.Tensor:
         """Log-odds s for each passage of one question (length-bucketed, see `score_rows`; with
-        `context_words`, each passage's best window's). `estimator.score` is a reranker:
+        `context_words`, each passage's windows pooled). `estimator.score` is a reranker:
         `(question, passages) -> scores`, as `eor`'s @RR op takes."""
         return self.predict([(question, p) for p in passages], batch_size)
 
@@ -175,8 +194,8 @@ class RelevanceEstimator(nn.Module):
     def predict(self, pairs: list[tuple[str, dict | str]], batch_size: int = 64) -> torch.Tensor:
         """Log-odds s for (question, passage) pairs of any questions, as sentence-transformers'
         `CrossEncoder.predict` scores pairs: [N] float32 in the pairs' order, in length-sorted
-        batches of `batch_size` (`score_rows`); with `context_words`, each passage's best window's
-        (`best_window_scores`)."""
+        batches of `batch_size` (`score_rows`); with `context_words`, each passage's windows pooled
+        by `window_pooling` (`pool_windows`)."""
         if not pairs:
             return torch.empty(0)
         questions, passages = (list(x) for x in zip(*pairs))
@@ -186,7 +205,9 @@ class RelevanceEstimator(nn.Module):
         device = next(self.parameters()).device
         enc = {k: v.to(device) for k, v in self.encode(questions, passages).items()}
         s = self.score_rows(enc["input_ids"], enc["attention_mask"], batch_size)
-        return best_window_scores(s, torch.tensor(window_of), len(pairs)) if self.context_words else s
+        if not self.context_words:
+            return s
+        return pool_windows(s, torch.tensor(window_of), len(pairs), self.window_pooling)
 
     def rank(
         self, question: str, passages: list[dict | str], top_k: int | None = None, batch_size: int = 64
@@ -212,6 +233,7 @@ class RelevanceEstimator(nn.Module):
                 "template": self.template,
                 "max_length": self.max_length,
                 "context_words": self.context_words,
+                "window_pooling": self.window_pooling,
             },
             self.adapter,
         )

@@ -102,6 +102,17 @@ def test_a_passage_read_in_windows_gets_its_best_window_s(module_kwargs, data_kw
     assert not torch.allclose(s[:6], torch.stack(whole), atol=1e-3)  # not the whole passages' s
 
 
+def test_window_pooling_sets_how_the_module_pools_a_passages_windows(module_kwargs, data_kwargs):
+    module, data = make({**module_kwargs, "window_pooling": "mean"}, {**data_kwargs, "eval_context_words": 8})
+    data.setup("validate")
+    batch = next(iter(data.val_dataloader()))
+    module.eval()
+    s = module.relevance_scores(batch)
+    flat = [(q, c) for q, cs in zip(batch["questions"], batch["contexts"]) for c in cs][:6]
+    mean = [module.estimator.score(q, passage_windows(c, 8)).mean() for q, c in flat]
+    assert torch.allclose(s[:6], torch.stack(mean), atol=1e-5)
+
+
 def test_fit_logs_losses_to_wandb_offline(module_kwargs, data_kwargs, tmp_path, monkeypatch):
     import wandb
     from lightning.pytorch.loggers import WandbLogger

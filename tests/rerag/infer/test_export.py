@@ -44,16 +44,18 @@ def test_export_round_trip_gives_equal_scores(module_kwargs, data_kwargs, tmp_pa
 
 def test_a_run_evaluated_by_windows_exports_an_re_that_scores_by_windows(module_kwargs, data_kwargs, tmp_path):
     L.seed_everything(0)
-    module, data = RERAGModule(**module_kwargs), RERAGDataModule(**data_kwargs, eval_context_words=4)
+    module = RERAGModule(**module_kwargs, window_pooling="mean")
+    data = RERAGDataModule(**data_kwargs, eval_context_words=4)
     checkpoint = fit_and_checkpoint(module, data, tmp_path)
     main(["export", "--checkpoint", checkpoint, "--out", str(tmp_path / "export")])
     estimator = RelevanceEstimator.from_pretrained(tmp_path / "export" / "estimator")
-    assert estimator.context_words == 4
+    assert (estimator.context_words, estimator.window_pooling) == (4, "mean")
     module.eval()
     passages = ["Ana kept bees near the river and Ana was born in Soltha long ago.", *PASSAGES]  # the first: windows
-    by_window = module.estimator.score(QUESTION, passage_windows(passages[0], 4)).max()
+    by_window = module.estimator.score(QUESTION, passage_windows(passages[0], 4)).mean()
     assert estimator.score(QUESTION, passages)[0].item() == pytest.approx(by_window.item(), abs=1e-5)
-    assert "| eval_context_words | `4` |" in (tmp_path / "export" / "estimator" / "README.md").read_text()
+    card = (tmp_path / "export" / "estimator" / "README.md").read_text()
+    assert "| eval_context_words | `4` |" in card and '| window_pooling | `"mean"` |' in card
 
 
 def test_the_model_card_names_the_base_words_template_and_metrics(module_kwargs, data_kwargs, tmp_path):

@@ -3,7 +3,7 @@ import torch
 from transformers import AutoTokenizer
 
 from rerag.inputs import passage_windows
-from rerag.models.estimator import RelevanceEstimator
+from rerag.models.estimator import RelevanceEstimator, pool_windows
 from rerag.models.loading import ModelSpec, build_model
 from tests.rerag.conftest import TINY_LLAMA
 
@@ -88,6 +88,28 @@ def test_an_re_with_context_words_scores_each_passage_by_its_best_window(estimat
     torch.testing.assert_close(loaded.score("where was Ana born?", passages), s)
     with pytest.raises(ValueError, match="context_words: must be at least 2"):
         RelevanceEstimator(estimator.model, estimator.tokenizer, context_words=1)
+
+
+def test_windows_pool_by_their_best_their_mean_or_their_first():
+    s = torch.tensor([1.0, 3.0, 2.0, -1.0, 5.0, 0.0])
+    window_of = torch.tensor([0, 0, 0, 1, 2, 2])  # three passages of 3, 1 and 2 windows
+    assert pool_windows(s, window_of, 3).tolist() == [3.0, -1.0, 5.0]
+    assert pool_windows(s, window_of, 3, "mean").tolist() == [2.0, -1.0, 2.5]
+    assert pool_windows(s, window_of, 3, "first").tolist() == [1.0, -1.0, 5.0]
+    with pytest.raises(ValueError, match="window pooling: max, mean or first, got 'sum'"):
+        pool_windows(s, window_of, 3, "sum")
+
+
+def test_an_re_keeps_its_window_pooling_when_saved(estimator, tmp_path):
+    passages = ["Ana kept bees near the river and Ana was born in Soltha long ago.", "Soltha has bridges."]
+    by_window = estimator.score("where was Ana born?", passage_windows(passages[0], 4))
+    estimator.context_words, estimator.window_pooling = 4, "mean"
+    s = estimator.score("where was Ana born?", passages)
+    assert s[0].item() == pytest.approx(by_window.mean().item(), abs=1e-5)
+    estimator.save_pretrained(tmp_path)
+    loaded = RelevanceEstimator.from_pretrained(tmp_path)
+    assert loaded.window_pooling == "mean"
+    torch.testing.assert_close(loaded.score("where was Ana born?", passages), s)
 
 
 @pytest.mark.parametrize("kind", ["estimator", "causal_estimator"])
