@@ -218,7 +218,7 @@ def make_squad(
         k = train_k if file.startswith("train") else eval_k
         with open(out / f"{file}.jsonl", "w", encoding="utf-8") as f:
             for q, hits in zip(qs, ranked.retrieve([q["question"] for q in qs])):
-                f.write(json.dumps(_record(q, hits[:k]), ensure_ascii=False) + "\n")
+                f.write(json.dumps(fid_record(q, hits[:k]), ensure_ascii=False) + "\n")
         counts[file] = len(qs)
     return counts
 
@@ -232,7 +232,7 @@ def _retriever(corpus: list[Passage], kind: str, encoder: str, k: int):
     raise ValueError(f"retriever must be 'bm25' or 'dense', got {kind!r}")
 
 
-def _record(question: dict, hits: list[Passage]) -> dict:
+def fid_record(question: dict, hits: list[Passage]) -> dict:
     """One FiD record; an unanswerable question has `answers: []` and `"unanswerable": true`."""
     ctxs = [
         {
