@@ -50,11 +50,15 @@ def settings() -> dict[str, tuple[list[str], dict]]:
         "re_max_length": 256,
         "generator_max_length": 256,
         "train_context_words": None,
+        "train_windows_keep_answer": False,  # no window to place
     }
     return {
         "live teacher, long prompts": (FLOAT32, {"cached": False, **long_prompts}),
         "cached teacher, long prompts": (FLOAT32, {"cached": True, **long_prompts}),
-        "cached, short prompts": (FLOAT32, {"cached": True, "train_context_words": None}),
+        "cached, short prompts": (
+            FLOAT32,
+            {"cached": True, "train_context_words": None, "train_windows_keep_answer": False},
+        ),
         "cached, short prompts, 60-word windows": (FLOAT32, {"cached": True}),
         "cached, short prompts, 60-word windows, bf16": (BF16, {"cached": True}),
     }

@@ -9,6 +9,7 @@ import sys
 import warnings
 from pathlib import Path
 
+import torch
 from lightning.pytorch.cli import LightningCLI
 
 from rerag.callbacks import ProgressLines
@@ -43,6 +44,7 @@ class RERAGCLI(LightningCLI):
     def before_instantiate_classes(self) -> None:
         config = self.config[self.subcommand] if self.subcommand else self.config
         check_data_files(config.data.init_args, self.subcommand or "fit")
+        warn_emulated_bf16(config.trainer)
         if not sys.stdout.isatty():  # ProgressLines reports instead of the bar
             config.trainer.enable_progress_bar = False
 
@@ -71,6 +73,32 @@ def check_data_files(data, subcommand: str) -> None:
         path = data.get(field) if hasattr(data, "get") else None
         if path and not Path(path).is_file():
             raise FileNotFoundError(f"data.init_args.{field}: no such file: {path}")
+
+
+def cpu_computes_bf16(cpuinfo: str | Path = "/proc/cpuinfo") -> bool | None:
+    """Whether this CPU has bf16 instructions (AVX512-BF16 or AMX), from its flags in `cpuinfo`; None
+    where the file cannot be read (not Linux)."""
+    try:
+        flags = Path(cpuinfo).read_text().split()
+    except OSError:
+        return None
+    return "avx512_bf16" in flags or "amx_bf16" in flags
+
+
+def warn_emulated_bf16(trainer, cpuinfo: str | Path = "/proc/cpuinfo") -> None:
+    """Warn when a bf16 precision would run on a CPU without bf16 instructions: oneDNN then emulates
+    the bf16 matmuls, and the frozen-teacher RE's training step ran 2.6x slower than in float32 on one
+    such CPU (`benchmarks/re_teacher_speed.py`, BENCHMARKS.md)."""
+    on_cpu = trainer.get("accelerator") == "cpu" or (
+        trainer.get("accelerator") == "auto" and not torch.cuda.is_available()
+    )
+    if on_cpu and str(trainer.get("precision")).startswith("bf16") and cpu_computes_bf16(cpuinfo) is False:
+        warnings.warn(
+            f"trainer.precision {trainer.get('precision')} on a CPU without bf16 instructions (no avx512_bf16 "
+            "or amx_bf16 in /proc/cpuinfo): bf16 is emulated here, slower than float32; for float32 pass "
+            "--trainer.precision 32-true --model.estimator.dtype null",
+            stacklevel=2,
+        )
 
 
 #: No prefix abbreviations (`--trainer.max_step 10` is an error, not a silent `max_steps`); a parse
