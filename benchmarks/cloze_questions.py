@@ -27,7 +27,7 @@ import random
 import re
 from pathlib import Path
 
-from eor.corpus import Passage
+from eor.corpus import Passage, load_corpus
 from eor.retrievers import BM25Retriever
 from rerag.data.squad import fid_record, sentence_starts
 from rerag.defaults import TRAIN_CONTEXTS
@@ -57,13 +57,13 @@ def cloze(sentence: str, start: int, end: int, wh: str, clause_words: int) -> st
     return " ".join([wh, *left, *right]) + "?"
 
 
-def cloze_questions(passages: list[dict], min_words: int = 8, clause_words: int = 10, seed: int = 0) -> list[dict]:
+def cloze_questions(passages: list[Passage], min_words: int = 8, clause_words: int = 10, seed: int = 0) -> list[dict]:
     """One cloze question per sentence of at least `min_words` words that has a candidate: `{"id",
     "question", "answers", "gold"}` (gold: the id of the passage it was cut from)."""
     rng = random.Random(seed)
     out = []
     for passage in passages:
-        text = passage["text"]
+        text = passage.text
         bounds = [0, *sentence_starts(text), len(text)]
         for n, (s, e) in enumerate(zip(bounds, bounds[1:])):
             sentence = text[s:e].strip()
@@ -72,8 +72,8 @@ def cloze_questions(passages: list[dict], min_words: int = 8, clause_words: int 
                 continue
             start, end, wh = rng.choice(found)
             question = cloze(sentence, start, end, wh, clause_words)
-            qid = f"cloze-{passage['id']}-{n}"
-            out.append({"id": qid, "question": question, "answers": [sentence[start:end]], "gold": {passage["id"]}})
+            qid = f"cloze-{passage.id}-{n}"
+            out.append({"id": qid, "question": question, "answers": [sentence[start:end]], "gold": {passage.id}})
     return out
 
 
@@ -87,14 +87,12 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     squad, out = Path(args.squad), Path(args.out)
-    corpus = [json.loads(line) for line in open(squad / "corpus.jsonl", encoding="utf-8")]
-    train = [json.loads(line) for line in open(squad / "train.jsonl", encoding="utf-8")]
+    corpus = load_corpus(squad / "corpus.jsonl")
+    train = [json.loads(line) for line in (squad / "train.jsonl").read_text(encoding="utf-8").splitlines()]
     # the training articles: those of make-squad's training questions' gold passages
     titles = {c["title"] for r in train for c in r["ctxs"] if c.get("gold")}
-    questions = cloze_questions(
-        [p for p in corpus if p["title"] in titles], args.min_words, args.clause_words, args.seed
-    )
-    retriever = BM25Retriever([Passage(p["id"], p["title"], p["text"]) for p in corpus], k=args.contexts)
+    questions = cloze_questions([p for p in corpus if p.title in titles], args.min_words, args.clause_words, args.seed)
+    retriever = BM25Retriever(corpus, k=args.contexts)
     hits = retriever.retrieve([q["question"] for q in questions])
     records = [fid_record(q, h[: args.contexts]) for q, h in zip(questions, hits)]
     out.mkdir(parents=True, exist_ok=True)

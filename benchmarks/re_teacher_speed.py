@@ -44,21 +44,18 @@ BF16 = ["--model.estimator.dtype", "bfloat16", "--trainer.precision", "bf16-mixe
 def settings() -> dict[str, tuple[list[str], dict]]:
     """Each row's model and trainer overrides (a build of its own when they differ) and datamodule
     overrides, with whether F comes from the cache."""
+    whole_passages = {"train_context_words": None, "train_windows_keep_answer": False}  # no window to place
     long_prompts = {
         "re_template": LONG_RE,
         "generator_template": LONG_GEN,
         "re_max_length": 256,
         "generator_max_length": 256,
-        "train_context_words": None,
-        "train_windows_keep_answer": False,  # no window to place
+        **whole_passages,
     }
     return {
         "live teacher, long prompts": (FLOAT32, {"cached": False, **long_prompts}),
         "cached teacher, long prompts": (FLOAT32, {"cached": True, **long_prompts}),
-        "cached, short prompts": (
-            FLOAT32,
-            {"cached": True, "train_context_words": None, "train_windows_keep_answer": False},
-        ),
+        "cached, short prompts": (FLOAT32, {"cached": True, **whole_passages}),
         "cached, short prompts, 60-word windows": (FLOAT32, {"cached": True}),
         "cached, short prompts, 60-word windows, bf16": (BF16, {"cached": True}),
     }

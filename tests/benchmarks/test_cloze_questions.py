@@ -5,6 +5,8 @@ import importlib.util
 import sys
 from pathlib import Path
 
+from eor.corpus import Passage
+
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "cloze_questions.py"
 spec = importlib.util.spec_from_file_location("cloze_questions", SCRIPT)
 cloze_questions = importlib.util.module_from_spec(spec)
@@ -28,8 +30,10 @@ def test_cloze_removes_the_answer_and_keeps_the_clause():
 
 def test_one_question_per_long_enough_sentence_with_its_passage_as_gold():
     passages = [
-        {"id": "0.0.0", "text": "Short one. The river flows past Melbourne into the bay every single day of the year."},
-        {"id": "0.0.1", "text": "no candidate in this lower case sentence of many words at all"},
+        Passage(
+            "0.0.0", "Land", "Short one. The river flows past Melbourne into the bay every single day of the year."
+        ),
+        Passage("0.0.1", "Land", "no candidate in this lower case sentence of many words at all"),
     ]
     questions = cloze_questions.cloze_questions(passages, min_words=8, clause_words=10, seed=0)
     assert len(questions) == 1
