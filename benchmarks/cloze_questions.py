@@ -29,6 +29,7 @@ from pathlib import Path
 
 from eor.corpus import Passage, load_corpus
 from eor.retrievers import BM25Retriever
+from rerag.data.fid_format import read_fid
 from rerag.data.squad import fid_record, sentence_starts
 from rerag.defaults import TRAIN_CONTEXTS
 
@@ -88,7 +89,7 @@ def main() -> None:
     args = parser.parse_args()
     squad, out = Path(args.squad), Path(args.out)
     corpus = load_corpus(squad / "corpus.jsonl")
-    train = [json.loads(line) for line in (squad / "train.jsonl").read_text(encoding="utf-8").splitlines()]
+    train = list(read_fid(squad / "train.jsonl"))  # checked: a bad record names its file, line and field
     # the training articles: those of make-squad's training questions' gold passages
     titles = {c["title"] for r in train for c in r["ctxs"] if c.get("gold")}
     questions = cloze_questions([p for p in corpus if p.title in titles], args.min_words, args.clause_words, args.seed)
