@@ -52,13 +52,19 @@ def kl_to_generator(
     s: torch.Tensor,
     answer_loglik: torch.Tensor,
     direction: Literal["generator_to_re", "re_to_generator"] = "generator_to_re",
+    temperature: float = 1.0,
 ) -> torch.Tensor:
-    """L_re: KL between Q_G = softmax_j(F) with F detached (eq. 9) and P_RE (eq. 5), mean over i.
+    """L_re: KL between Q_G = softmax_j(F / T) with F detached (eq. 9 at T = 1) and P_RE (eq. 5),
+    mean over i.
 
     `generator_to_re` is KL(Q_G || P_RE), the released code's choice; `re_to_generator` is
-    KL(P_RE || Q_G), the direction eq. 10 prints."""
+    KL(P_RE || Q_G), the direction eq. 10 prints. A temperature T > 1 (not in the paper; Hinton et
+    al.'s distillation) softens a teacher whose F differ by many nats, so that Q_G also ranks the
+    contexts it does not put first."""
+    if not temperature > 0:
+        raise ValueError(f"the teacher's temperature must be positive, got {temperature}")
     log_p_re = torch.log_softmax(s.float(), dim=-1)
-    log_q_g = torch.log_softmax(answer_loglik.detach().float(), dim=-1)
+    log_q_g = torch.log_softmax(answer_loglik.detach().float() / temperature, dim=-1)
     if direction == "generator_to_re":
         kl = F.kl_div(log_p_re, log_q_g, log_target=True, reduction="none")
     elif direction == "re_to_generator":
@@ -104,6 +110,7 @@ def rerag_loss(
     normalized: bool = True,
     gen_reduction: Literal["mean", "sum"] = "mean",
     re_clamp: float | None = None,
+    teacher_temperature: float = 1.0,
 ) -> dict[str, torch.Tensor]:
     """L = L_gen + a1 L_re + a2 L_tok (eq. 12), plus alpha_anchor L_anchor when that weight is not
     zero (then `has_answer` [B, K] is needed); every term is returned for logging.
@@ -111,11 +118,12 @@ def rerag_loss(
     `normalized=False` is the ablation of Table 7: the relevance score is log p_true, the "true"
     token's full-vocabulary log-probability, instead of the log-odds of eq. 3's normalized RE.
     `gen_reduction="sum"` and `re_clamp=1e-5` are the released code's two details
-    (`marginal_nll`, `relevance_log_odds`)."""
+    (`marginal_nll`, `relevance_log_odds`); `teacher_temperature` softens Q_G in L_re alone
+    (`kl_to_generator`)."""
     s = relevance_log_odds(log_p_true, log_p_false, normalized, re_clamp)
     parts = {
         "loss_gen": marginal_nll(s, answer_loglik, gen_reduction),
-        "loss_re": kl_to_generator(s, answer_loglik, kl_direction),
+        "loss_re": kl_to_generator(s, answer_loglik, kl_direction, teacher_temperature),
         "loss_tok": off_label_mass(log_p_true, log_p_false),
     }
     parts["loss"] = parts["loss_gen"] + alpha_re * parts["loss_re"] + alpha_tok * parts["loss_tok"]

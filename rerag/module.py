@@ -116,6 +116,7 @@ class RERAGModule(L.LightningModule):
         alpha_tok: float = 1.0,
         alpha_anchor: float = 0.0,
         kl_direction: Literal["generator_to_re", "re_to_generator"] = "generator_to_re",
+        teacher_temperature: float = 1.0,
         lr: float = 1e-4,
         estimator_lr: float | None = None,
         lr_schedule: Literal["constant", "linear", "cosine"] = "constant",
@@ -166,6 +167,7 @@ class RERAGModule(L.LightningModule):
             alpha_tok: weight a2 of L_tok, the RE's off-label mass (eq. 11); at least 0.
             alpha_anchor: weight of BCE(sigmoid(s), has_answer), not in the paper (0: off); at least 0.
             kl_direction: generator_to_re = KL(Q_G || P_RE) (released code) or re_to_generator (eq. 10 as printed).
+            teacher_temperature: Q_G = softmax_j(F / T) in L_re (1: eq. 9; above 1 softens the teacher, not in the paper); L_gen keeps F.
             lr: AdamW's constant learning rate (paper 1e-4).
             estimator_lr: the RE's own learning rate (None: lr).
             lr_schedule: constant (the paper), or linear or cosine decay to 0 at the run's last step (transformers' schedules).
@@ -216,6 +218,8 @@ class RERAGModule(L.LightningModule):
         ):  # checked before any model loads
             if self.hparams[field] < minimum:
                 raise ValueError(f"model.{field}: must be at least {minimum}, got {self.hparams[field]}")
+        if not teacher_temperature > 0:
+            raise ValueError(f"model.teacher_temperature: must be positive, got {teacher_temperature}")
         if marginalize_with not in ("re", "retriever"):
             raise ValueError(f"marginalize_with must be 're' or 'retriever', got {marginalize_with!r}")
         if lr_schedule not in LR_SCHEDULES:
@@ -417,6 +421,7 @@ class RERAGModule(L.LightningModule):
             self.hparams.normalize_re,
             self.hparams.gen_reduction,
             self.hparams.re_clamp,
+            self.hparams.teacher_temperature,
         )
 
     def estimator_parameters(self) -> list[torch.nn.Parameter]:

@@ -51,6 +51,24 @@ def test_kl_both_directions_by_hand():
         kl_to_generator(S, F, "sideways")
 
 
+def test_teacher_temperature_softens_q_g_in_l_re_alone():
+    def kl(p, q):
+        return sum(a * math.log(a / b) for a, b in zip(p, q))
+
+    t = 3.0
+    q_g = [softmax([f / t for f in r]) for r in F.tolist()]
+    p_re = [softmax(r) for r in S.tolist()]
+    expected = sum(kl(q, p) for q, p in zip(q_g, p_re)) / 2
+    assert kl_to_generator(S, F, temperature=t).item() == pytest.approx(expected, rel=1e-5)
+    assert kl_to_generator(S, F, temperature=t).item() != pytest.approx(kl_to_generator(S, F).item(), rel=1e-3)
+    lp_t, lp_f = torch.log(torch.full((2, 3), 0.6)), torch.log(torch.full((2, 3), 0.3))
+    plain, soft = rerag_loss(lp_t, lp_f, F), rerag_loss(lp_t, lp_f, F, teacher_temperature=t)
+    assert soft["loss_gen"] == plain["loss_gen"] and soft["loss_tok"] == plain["loss_tok"]
+    assert soft["loss_re"] != plain["loss_re"]
+    with pytest.raises(ValueError, match="temperature"):
+        kl_to_generator(S, F, temperature=0.0)
+
+
 def test_kl_does_not_train_the_generator():
     f = F.clone().requires_grad_()
     s = S.clone().requires_grad_()

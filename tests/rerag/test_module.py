@@ -370,3 +370,8 @@ def test_the_learning_rate_warms_up_then_decays_to_zero_at_the_last_step(module_
 def test_an_unknown_learning_rate_schedule_is_a_clear_error(module_kwargs):
     with pytest.raises(ValueError, match="model.lr_schedule"):
         RERAGModule(**{**module_kwargs, "lr_schedule": "step"})
+
+
+def test_a_teacher_temperature_not_above_zero_is_a_clear_error(module_kwargs):
+    with pytest.raises(ValueError, match="model.teacher_temperature"):
+        RERAGModule(**{**module_kwargs, "teacher_temperature": 0.0})
