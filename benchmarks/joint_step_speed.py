@@ -21,14 +21,20 @@ they were measured; rows 8-9 are the config as it is, without it:
 8. the config in bf16 (as 3) without the adapters' dropout (`lora_dropout` 0, the config's value now:
    PEFT's dropout draws a mask on every adapted layer's input, three times over one input for
    q/k/v, which a profile of `rerag fit` put at 31% of the joint step on the CPU);
-9. the config in float32 (as 2) without the adapters' dropout.
-Rows 1, 2, 4-7 and 9 run in float32, whatever the config's precision.
+9. the config in float32 (as 2) without the adapters' dropout;
+10. 8 with the prompt prefix that a batch's rows share run once (`erag.lm.decoder_states`: the RE's
+    rows of one question share the chat template and the question, the generator's the template
+    and its instruction), as the models do now;
+11. 9 with the shared prefix run once.
+Rows 1-9 run every row whole, as they were measured (the models' `share_prefix = False`). Rows 1, 2,
+4-7, 9 and 11 run in float32, whatever the config's precision.
 
 Printed per setting: RE and generator prompt tokens per context (real, and padded to the batch's
 longest), seconds per question and the speed-up against 1.
 
     python benchmarks/joint_step_speed.py --questions 4
     python benchmarks/joint_step_speed.py --questions 4 --rows 1 3 8   # the baseline, bf16, no dropout
+    python benchmarks/joint_step_speed.py --questions 3 --rows 1 9 11  # float32: the shared prefix
 """
 
 from __future__ import annotations
@@ -72,9 +78,12 @@ def settings() -> dict[str, tuple[list[str], dict]]:
         "the config, generator on the top 8 layers' attention": (EARLIER_GEN + FLOAT32, {}),
         "the config, generator on the RE's windows": (FLOAT32, {"window_generator_contexts": True}),
     }
-    return {name: (model + DROPOUT, data) for name, (model, data) in with_dropout.items()} | {
-        "the config, bf16, no adapter dropout": (BF16, {}),
-        "the config, float32, no adapter dropout": (FLOAT32, {}),
+    whole = {"share_prefix": False}  # rows 1-9: every row run whole, as measured before the models shared prefixes
+    return {name: (model + DROPOUT, data | whole) for name, (model, data) in with_dropout.items()} | {
+        "the config, bf16, no adapter dropout": (BF16, whole),
+        "the config, float32, no adapter dropout": (FLOAT32, whole),
+        "the config, bf16, no adapter dropout, shared prefix (as shipped now)": (BF16, {}),
+        "the config, float32, no adapter dropout, shared prefix": (FLOAT32, {}),
     }
 
 
@@ -109,6 +118,8 @@ def main() -> None:
         if key not in built:
             built = {key: build(common + model_args)}  # one model in memory at a time
         cli = built[key]
+        data_args = dict(data_args)
+        cli.model.estimator.share_prefix = cli.model.generator.share_prefix = data_args.pop("share_prefix", True)
         base = {k: v for k, v in cli.datamodule.hparams.items() if not k.startswith("_")}  # not _class_path
         rows = batches(RERAGDataModule(**(base | data_args)), args.questions)
         seconds = time_steps(cli.model, rows, cli.trainer.precision_plugin)

@@ -2,7 +2,7 @@
 
 Builds the module of a frozen-teacher fit config (`configs/squad_smollm2_teacher.yaml` by default)
 and times its training step (forward, backward; the optimizer step is the same in every row and
-left out) on the same training questions under five settings, in one run:
+left out) on the same training questions under seven settings, in one run:
 
 1. live: the teacher (the frozen generator) scores F_ij in every step, whole passages, the title
    and the long instruction in both prompts, 256 prompt tokens (the joint config's prompts), float32;
@@ -10,7 +10,12 @@ left out) on the same training questions under five settings, in one run:
 3. cached, short prompts: no title, the config's shorter instruction and 192 tokens;
 4. cached, short prompts, 60-word windows (`train_context_words`);
 5. 4 with the base's weights in bfloat16 and the step under the trainer's bf16-mixed autocast (the
-   adapters stay float32). Rows 1-4 run in float32, whatever the config's precision.
+   adapters stay float32);
+6. 4 with the prompt prefix that one question's RE rows share (the chat template and the question)
+   run once (`erag.lm.decoder_states`), as the models do now;
+7. 5 with the shared prefix run once.
+Rows 1-5 run every row whole, as they were measured (the models' `share_prefix = False`). Rows 1-4
+and 6 run in float32, whatever the config's precision.
 
 Every row reads the config's number of training contexts per question.
 
@@ -52,12 +57,15 @@ def settings() -> dict[str, tuple[list[str], dict]]:
         "generator_max_length": 256,
         **whole_passages,
     }
+    whole = {"share_prefix": False}  # rows 1-5: every row run whole, as measured before the models shared prefixes
     return {
-        "live teacher, long prompts": (FLOAT32, {"cached": False, **long_prompts}),
-        "cached teacher, long prompts": (FLOAT32, {"cached": True, **long_prompts}),
-        "cached, short prompts": (FLOAT32, {"cached": True, **whole_passages}),
-        "cached, short prompts, 60-word windows": (FLOAT32, {"cached": True}),
-        "cached, short prompts, 60-word windows, bf16": (BF16, {"cached": True}),
+        "live teacher, long prompts": (FLOAT32, {"cached": False, **long_prompts, **whole}),
+        "cached teacher, long prompts": (FLOAT32, {"cached": True, **long_prompts, **whole}),
+        "cached, short prompts": (FLOAT32, {"cached": True, **whole_passages, **whole}),
+        "cached, short prompts, 60-word windows": (FLOAT32, {"cached": True, **whole}),
+        "cached, short prompts, 60-word windows, bf16": (BF16, {"cached": True, **whole}),
+        "cached, short prompts, 60-word windows, shared prefix": (FLOAT32, {"cached": True}),
+        "cached, short prompts, 60-word windows, bf16, shared prefix": (BF16, {"cached": True}),
     }
 
 
@@ -105,7 +113,10 @@ def main() -> None:
         cli = built[key]
         module = cli.model
         base = {k: v for k, v in cli.datamodule.hparams.items() if not k.startswith("_")}  # not _class_path
+        row = dict(row)
         cached = row.pop("cached")
+        share = row.pop("share_prefix", True)
+        module.estimator.share_prefix = module.generator.share_prefix = teacher.share_prefix = share
         data = RERAGDataModule(**(base | row))
         rows = batches(data, args.questions)
         module.teacher_scores = None

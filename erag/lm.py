@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import inspect
 import re
 from pathlib import Path
 from typing import Protocol
@@ -141,21 +142,67 @@ def prompt_answer_rows(
     return ids, mask.long(), positions.clamp(max=width - 1)
 
 
+def shared_prefix_length(input_ids: torch.Tensor, attention_mask: torch.Tensor) -> int:
+    """How many leading tokens every row holds alike (unpadded), short of each row's last token,
+    which stays its own (its state is the one read): 0 for a single row."""
+    if len(input_ids) < 2:
+        return 0
+    alike = (input_ids == input_ids[:1]) & attention_mask.bool()
+    run = int(alike.long().cumprod(dim=1).sum(dim=1).min())
+    return max(0, min(run, int(attention_mask.sum(dim=1).min()) - 1))
+
+
+def decoder_states(
+    decoder: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor, prefix: int = 0
+) -> tuple[torch.Tensor, int]:
+    """A decoder-only stack's last hidden states of right-padded rows after their first `prefix`
+    tokens, which all rows share (`shared_prefix_length`), and the prefix taken: ([N, L - p, d], p),
+    p = `prefix`, or 0 where every row ran whole.
+
+    The prefix runs once, for one row, and every row attends to its keys and values from the
+    cache: the same states, since a causal LM's states over a prefix do not depend on what follows
+    it, for (N - 1) x prefix fewer tokens through every layer. The RE's rows of one question share
+    the chat template and the question; the generator's, the template and its instruction.
+    Under gradient checkpointing in training every row runs whole: Hugging Face turns the cache off
+    there (the backward's recomputation would fill it twice)."""
+    checkpointing = decoder.training and any(getattr(m, "gradient_checkpointing", False) for m in decoder.modules())
+    if prefix < 1 or checkpointing:
+        return decoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state, 0
+    head = input_ids[:1, :prefix]
+    cache = decoder(input_ids=head, attention_mask=attention_mask[:1, :prefix], use_cache=True).to_tuple()[1]
+    if isinstance(cache, tuple):  # transformers 4.4x return the legacy tuples
+        from transformers import DynamicCache
+
+        cache = DynamicCache.from_legacy_cache(cache)
+    cache.batch_repeat_interleave(len(input_ids))  # differentiable: each row's gradient reaches the prefix
+    # transformers 5.x names the argument `cache`, 4.x `past_key_values`
+    name = "cache" if "cache" in inspect.signature(decoder.forward).parameters else "past_key_values"
+    rest = decoder(input_ids=input_ids[:, prefix:], attention_mask=attention_mask, use_cache=True, **{name: cache})
+    return rest.last_hidden_state, prefix
+
+
 def answer_loglik(
-    model: PreTrainedModel, input_ids: torch.Tensor, attention_mask: torch.Tensor, labels: torch.Tensor
+    model: PreTrainedModel,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    labels: torch.Tensor,
+    share_prefix: bool = True,
 ) -> torch.Tensor:
     """F = sum_t log P(y_t | y_<t, x) of each row's answer (labels from `encode_answers`, EOS
     included): [N] float32. Prompts are right-padded (`encode_prompts`).
 
     An encoder-decoder reads the labels in its decoder. A decoder-only model reads prompt then
     answer as one sequence; the LM head runs only on the answer's positions, so the [N, L, V]
-    logits of the prompt are never built."""
+    logits of the prompt are never built, and the prompt's prefix that all rows share runs once
+    (`decoder_states`; `share_prefix=False` runs every row whole, the benchmarks' baseline)."""
     if model.config.is_encoder_decoder:
         return _label_loglik(model(input_ids=input_ids, attention_mask=attention_mask, labels=labels).logits, labels)
     ids, mask, positions = prompt_answer_rows(input_ids, attention_mask, labels)
-    hidden = model.get_decoder()(input_ids=ids, attention_mask=mask).last_hidden_state
+    # inside every prompt, so before every answer token's read position
+    prefix = shared_prefix_length(input_ids, attention_mask) if share_prefix else 0
+    hidden, prefix = decoder_states(model.get_decoder(), ids, mask, prefix)
     # position t predicts token t + 1: the answer's tokens are read from the states just before them
-    states = hidden.gather(1, (positions - 1).unsqueeze(-1).expand(-1, -1, hidden.shape[-1]))
+    states = hidden.gather(1, (positions - 1 - prefix).unsqueeze(-1).expand(-1, -1, hidden.shape[-1]))
     return _label_loglik(model.get_output_embeddings()(states), labels)
 
 

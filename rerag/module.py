@@ -474,10 +474,15 @@ class RERAGModule(L.LightningModule):
     def relevance_scores(self, batch: dict) -> torch.Tensor:
         """The RE's log-odds s for every flattened (question, context) row, in length-sorted chunks;
         where the batch's RE rows are windows (`data.init_args.eval_context_words`), a context's s is
-        its windows' pooled by `window_pooling`."""
+        its windows' pooled by `window_pooling`. A chunk holds one question's rows, which share
+        their prompt's prefix."""
         re_inputs = batch["re"]
+        counts = torch.as_tensor(batch["n_contexts"])
+        question_of = torch.repeat_interleave(torch.arange(len(counts)), counts.cpu())
+        if "re_window_of" in batch:
+            question_of = question_of[batch["re_window_of"].cpu()]
         s = self.estimator.score_rows(
-            re_inputs["input_ids"], re_inputs["attention_mask"], self.hparams.score_batch_size
+            re_inputs["input_ids"], re_inputs["attention_mask"], self.hparams.score_batch_size, question_of
         )
         if "re_window_of" not in batch:
             return s

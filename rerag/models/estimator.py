@@ -21,7 +21,7 @@ from torch import nn
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 import kernels
-from erag.lm import adapter_scope, chat_affixes, encode_prompts, resolve
+from erag.lm import adapter_scope, chat_affixes, decoder_states, encode_prompts, resolve, shared_prefix_length
 from rerag.inputs import format_pairs, window_rows
 from rerag.models.calibration import CALIBRATION_FILE, Calibration
 from rerag.models.folder import load_folder, save_folder
@@ -79,7 +79,11 @@ def pool_windows(
 
 
 class RelevanceEstimator(nn.Module):
-    """Scores contexts for a question; `RE = sigmoid(s)`, `P_RE = softmax_j(s)` (eq. 3-5)."""
+    """Scores contexts for a question; `RE = sigmoid(s)`, `P_RE = softmax_j(s)` (eq. 3-5).
+
+    `share_prefix` (True): a decoder-only RE runs the prompt prefix its rows share (the chat
+    template and the question) once (`erag.lm.decoder_states`); False runs every row whole (the
+    speed benchmarks' baseline)."""
 
     def __init__(
         self,
@@ -108,6 +112,7 @@ class RelevanceEstimator(nn.Module):
         self.true_id = single_token_id(tokenizer, true_word)
         self.false_id = single_token_id(tokenizer, false_word)
         self.calibration: Calibration | None = None  # set by from_pretrained or `rerag calibrate`
+        self.share_prefix = True
 
     def encode(self, questions: list[str], contexts: list[dict | str]) -> dict[str, torch.Tensor]:
         """Tokenize (question, context) pairs with the input template (`erag.lm.encode_prompts`,
@@ -119,8 +124,10 @@ class RelevanceEstimator(nn.Module):
         encoder-decoder's first decoder step; a decoder-only model's last prompt token."""
         with adapter_scope(self.model, self.adapter):
             if not self.model.config.is_encoder_decoder:
-                hidden = self.model.get_decoder()(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
-                last = attention_mask.shape[1] - 1 - attention_mask.flip(1).argmax(dim=1)  # either padding side
+                prefix = shared_prefix_length(input_ids, attention_mask) if self.share_prefix else 0
+                hidden, prefix = decoder_states(self.model.get_decoder(), input_ids, attention_mask, prefix)
+                end = attention_mask.shape[1] - 1 - attention_mask.flip(1).argmax(dim=1)  # either padding side
+                last = end - prefix  # `hidden` starts after the prefix
                 return hidden[torch.arange(len(hidden), device=hidden.device), last]
             encoder_out = self.model.get_encoder()(input_ids=input_ids, attention_mask=attention_mask)
             start = torch.full(
@@ -170,15 +177,28 @@ class RelevanceEstimator(nn.Module):
             s = s + (bias.view(-1)[self.true_id] - bias.view(-1)[self.false_id]).float()
         return s
 
-    def score_rows(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, batch_size: int = 64) -> torch.Tensor:
+    def score_rows(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        batch_size: int = 64,
+        groups: torch.Tensor | None = None,
+    ) -> torch.Tensor:
         """s for many tokenized rows, `batch_size` rows per forward pass, in length-sorted chunks:
         each chunk is cut to its own longest row, so short contexts do not pay for long ones'
-        padding. Returns [N] float32 in the rows' order."""
+        padding. `groups` [N] (e.g. each row's question): a chunk holds rows of one group only, so
+        a decoder-only RE reads their shared prompt prefix once (`erag.lm.decoder_states`).
+        Returns [N] float32 in the rows' order."""
         lengths = attention_mask.sum(dim=1)
         order = torch.argsort(lengths, descending=True, stable=True)
+        if groups is None:
+            chunks = torch.split(order, batch_size)
+        else:
+            order = order[torch.argsort(groups.to(order.device)[order], stable=True)]  # by group, then length
+            sizes = torch.unique_consecutive(groups.to(order.device)[order], return_counts=True)[1]
+            chunks = [c for g in torch.split(order, sizes.tolist()) for c in torch.split(g, batch_size)]
         out = torch.empty(len(order), device=input_ids.device)
-        for start in range(0, len(order), batch_size):  # rows are right-padded (`encode`)
-            rows = order[start : start + batch_size]
+        for rows in chunks:  # rows are right-padded (`encode`)
             width = int(lengths[rows].max())
             out[rows] = self(input_ids[rows, :width], attention_mask[rows, :width]).float()  # autocast may give bf16
         return out
@@ -204,7 +224,9 @@ class RelevanceEstimator(nn.Module):
             questions = [questions[j] for j in window_of]
         device = next(self.parameters()).device
         enc = {k: v.to(device) for k, v in self.encode(questions, passages).items()}
-        s = self.score_rows(enc["input_ids"], enc["attention_mask"], batch_size)
+        index = {q: i for i, q in enumerate(dict.fromkeys(questions))}
+        groups = torch.tensor([index[q] for q in questions])
+        s = self.score_rows(enc["input_ids"], enc["attention_mask"], batch_size, groups)
         if not self.context_words:
             return s
         return pool_windows(s, torch.tensor(window_of), len(pairs), self.window_pooling)

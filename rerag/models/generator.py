@@ -25,7 +25,9 @@ class Generator(nn.Module):
     """`template` and `max_length` describe the input text the generator was trained on (the
     datamodule's `generator_template` and `generator_max_length`); exports and readers use them.
     `adapter` names the PEFT adapter of `model` that is the generator when the model is shared with
-    the RE (`erag.lm.adapter_scope`; `BASE_ADAPTER`: the shared base with adapters off)."""
+    the RE (`erag.lm.adapter_scope`; `BASE_ADAPTER`: the shared base with adapters off).
+    `share_prefix` (True): a decoder-only generator runs the prompt prefix its rows share once
+    (`erag.lm.decoder_states`); False runs every row whole (the speed benchmarks' baseline)."""
 
     def __init__(
         self,
@@ -40,6 +42,7 @@ class Generator(nn.Module):
         self.model, self.tokenizer, self.adapter = model, tokenizer, adapter
         self.max_answer_length = max_answer_length
         self.template, self.max_length = template, max_length
+        self.share_prefix = True
 
     def encode_answers(self, answers: list[str]) -> torch.Tensor:
         """Answer token ids and EOS as labels (at most `max_answer_length`), padding set to -100."""
@@ -50,7 +53,7 @@ class Generator(nn.Module):
     ) -> torch.Tensor:
         """F = sum_t log P_G(a_t | a_<t, q, c) for each row, EOS included (eq. 8): [N] float32."""
         with adapter_scope(self.model, self.adapter):
-            return answer_loglik(self.model, input_ids, attention_mask, labels)
+            return answer_loglik(self.model, input_ids, attention_mask, labels, self.share_prefix)
 
     def generate(
         self, input_ids: torch.Tensor, attention_mask: torch.Tensor, num_beams: int = 1

@@ -9,11 +9,13 @@ from erag.lm import (
     BASE_ADAPTER,
     adapter_scope,
     answer_loglik,
+    decoder_states,
     encode_answers,
     encode_prompts,
     generate_answers,
     left_padded,
     load_pretrained,
+    shared_prefix_length,
 )
 
 PROMPTS = ["what is the capital of france", "paris"]
@@ -54,6 +56,43 @@ def test_answer_loglik_is_the_unpadded_sum_with_eos(kind, request):
                 logp = model(input_ids=p[None], labels=a[None]).logits[0].log_softmax(-1)
                 expected = logp[torch.arange(len(a)), a].sum()
             assert got[row].item() == pytest.approx(expected.item(), abs=1e-4)
+
+
+def test_a_shared_prefix_runs_once_with_the_same_states_and_gradients(llama):
+    model, tok = llama
+    decoder = model.get_decoder()
+    enc = encode_prompts(tok, ["what is the capital of france", "what is the city", "what river"])
+    ids, mask = enc["input_ids"], enc["attention_mask"]
+    prefix = shared_prefix_length(ids, mask)
+    assert tok.convert_ids_to_tokens(ids[0, :prefix]) == ["<s>", "user", ":", "what"]
+    real = mask[:, prefix:].bool()
+    tokens = []
+    hook = decoder.embed_tokens.register_forward_hook(lambda module, args, out: tokens.append(args[0].numel()))
+
+    def states_and_grads(share):
+        model.zero_grad()
+        states = (
+            decoder_states(decoder, ids, mask, prefix)[0] if share else decoder(**enc).last_hidden_state[:, prefix:]
+        )
+        states[real].square().sum().backward()
+        return states.detach(), {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+
+    (shared, shared_grads), (full, full_grads) = states_and_grads(True), states_and_grads(False)
+    hook.remove()
+    assert tokens == [prefix, 3 * (ids.shape[1] - prefix), 3 * ids.shape[1]]  # the prefix ran for one row
+    torch.testing.assert_close(shared[real], full[real], atol=1e-5, rtol=1e-5)
+    assert shared_grads.keys() == full_grads.keys() and len(full_grads) > 2
+    for name, grad in full_grads.items():
+        # the rows' gradients reach the prefix summed in another order: float32 rounding (1e-4 of ~2)
+        torch.testing.assert_close(shared_grads[name], grad, atol=5e-4, rtol=1e-4, msg=name)
+
+
+def test_each_row_keeps_one_token_of_its_own_after_the_shared_prefix(llama):
+    _, tok = llama
+    same = encode_prompts(tok, ["paris", "paris"])
+    assert shared_prefix_length(same["input_ids"], same["attention_mask"]) == same["input_ids"].shape[1] - 1
+    one = encode_prompts(tok, ["paris"])
+    assert shared_prefix_length(one["input_ids"], one["attention_mask"]) == 0
 
 
 def test_left_padding_moves_rows_to_the_right_edge():

@@ -57,7 +57,9 @@ def test_compiled_re_scores_equal_eager_ones(tokenizer_dir, chat_tokenizer_dir, 
     compile_stacks(estimator, {"backend": counter})
     with torch.no_grad():
         compiled = estimator(**enc)
-    assert counter.frame_count == len(backbone_stacks(model)) == (2 if arch == "t5" else 1)  # one graph per stack
+    assert len(backbone_stacks(model)) == (2 if arch == "t5" else 1)
+    # T5: one graph per stack; Llama: its decoder over the rows' shared prefix, then the rows over its cache
+    assert counter.frame_count == 2
     torch.testing.assert_close(compiled, eager, rtol=1e-5, atol=1e-5)
 
 

@@ -2,6 +2,7 @@ import pytest
 import torch
 from transformers import AutoTokenizer
 
+from erag.lm import shared_prefix_length
 from rerag.inputs import passage_windows
 from rerag.models.estimator import RelevanceEstimator, pool_windows
 from rerag.models.loading import ModelSpec, build_model
@@ -125,6 +126,27 @@ def test_length_sorted_chunks_give_each_row_its_own_score(kind, request):
     torch.testing.assert_close(
         estimator.score("where was Ana born?", passages, batch_size=3), alone, rtol=1e-4, atol=1e-4
     )
+
+
+def test_a_causal_re_reads_each_question_once_for_all_its_passages(causal_estimator):
+    # Rows of one question share the chat template and the question: predict scores them in chunks of
+    # one question, so that prefix runs once per chunk; every row's s is still its own.
+    est = causal_estimator
+    passages = ["Ana was born in Soltha.", "bees", "Soltha is a town of bridges."]
+    questions = ["where was Ana born?", "who keeps bees in the town?"]
+    pairs = [(q, p) for p in passages for q in questions]  # the questions interleaved
+    tokens = []
+    hook = est.model.get_input_embeddings().register_forward_hook(lambda m, args, out: tokens.append(args[0].numel()))
+    s = est.predict(pairs, batch_size=8)
+    hook.remove()
+    torch.testing.assert_close(s, torch.cat([est.predict([pair]) for pair in pairs]), rtol=1e-4, atol=1e-4)
+    expected = []
+    for q in questions:
+        enc = est.encode([q] * 3, passages)
+        prefix = shared_prefix_length(enc["input_ids"], enc["attention_mask"])
+        assert q in est.tokenizer.decode(enc["input_ids"][0, :prefix])  # the question is in the prefix
+        expected += [prefix, enc["input_ids"].numel() - 3 * prefix]
+    assert tokens == expected
 
 
 def test_causal_re_reads_the_first_answer_position_after_the_chat_prompt(causal_estimator):
