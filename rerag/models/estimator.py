@@ -194,8 +194,9 @@ class RelevanceEstimator(nn.Module):
         if groups is None:
             chunks = torch.split(order, batch_size)
         else:
-            order = order[torch.argsort(groups.to(order.device)[order], stable=True)]  # by group, then length
-            sizes = torch.unique_consecutive(groups.to(order.device)[order], return_counts=True)[1]
+            groups = groups.to(order.device)
+            order = order[torch.argsort(groups[order], stable=True)]  # by group, then length
+            sizes = torch.unique_consecutive(groups[order], return_counts=True)[1]
             chunks = [c for g in torch.split(order, sizes.tolist()) for c in torch.split(g, batch_size)]
         out = torch.empty(len(order), device=input_ids.device)
         for rows in chunks:  # rows are right-padded (`encode`)
