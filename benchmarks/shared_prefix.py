@@ -15,6 +15,10 @@ Printed per part: rows, seconds both ways, the speed-up and the largest differen
 ways' scores (float rounding only: the two compute the same function).
 
     python benchmarks/shared_prefix.py --dev-questions 4 --train-questions 16
+    python benchmarks/shared_prefix.py --device cuda --bf16 --dev-questions 40 --train-questions 64
+
+On a GPU the models share no prefix unless told to (`erag.lm.shares_prefix`): the second line says
+whether they should.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import time
 from pathlib import Path
 
 import torch
+from lightning.pytorch.utilities import move_data_to_device
 from re_teacher_speed import BF16, FLOAT32, batches, build
 
 from rerag.teacher_cache import build_teacher_scores
@@ -32,6 +37,8 @@ from rerag.teacher_cache import build_teacher_scores
 def timed(fn) -> tuple[float, object]:
     start = time.perf_counter()
     out = fn()
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
     return time.perf_counter() - start, out
 
 
@@ -41,15 +48,19 @@ def main() -> None:
     p.add_argument("--dev-questions", type=int, default=4, help="dev questions the RE scores")
     p.add_argument("--train-questions", type=int, default=16, help="training questions the teacher scores")
     p.add_argument("--bf16", action="store_true", help="bf16 weights under bf16-mixed autocast (default float32)")
+    p.add_argument("--device", default="cpu", help="cpu | cuda")
     args = p.parse_args()
-    cli = build(["--config", str(args.config), "--trainer.logger", "false", *(BF16 if args.bf16 else FLOAT32)])
-    module, data = cli.model, cli.datamodule
+    accelerator = ["--trainer.accelerator", "gpu" if args.device.startswith("cuda") else "cpu"]
+    cli = build(
+        ["--config", str(args.config), "--trainer.logger", "false", *accelerator, *(BF16 if args.bf16 else FLOAT32)]
+    )
+    module, data = cli.model.to(args.device), cli.datamodule
     module.eval()
     data.setup("validate")
     loader = iter(data.val_dataloader())
     dev = []
     while sum(len(b["ids"]) for b in dev) < args.dev_questions:
-        dev.append(next(loader))
+        dev.append(move_data_to_device(next(loader), module.device))
     teacher, _ = module.teacher_generator()
     train = batches(data, args.train_questions)
     triples = [(q, t, c) for b in train for q, t, cs in zip(b["questions"], b["targets"], b["contexts"]) for c in cs]
@@ -80,7 +91,8 @@ def main() -> None:
             print(name, results[name], flush=True)
 
     precision = "bf16-mixed" if args.bf16 else "float32"
-    print(f"\nShared prompt prefix, {args.config.name}, {precision}, {torch.get_num_threads()} threads\n")
+    where = torch.cuda.get_device_name() if module.device.type == "cuda" else f"CPU, {torch.get_num_threads()} threads"
+    print(f"\nShared prompt prefix, {args.config.name}, {precision}, {where}\n")
     print("| part | s, every row whole | s, shared prefix once | speed-up | largest score difference |")
     print("|---|---|---|---|---|")
     for name, (whole, shared, diff) in results.items():

@@ -152,6 +152,14 @@ def shared_prefix_length(input_ids: torch.Tensor, attention_mask: torch.Tensor) 
     return max(0, min(run, int(attention_mask.sum(dim=1).min()) - 1))
 
 
+def shares_prefix(share_prefix: bool | None, device: torch.device) -> bool:
+    """Whether a decoder-only model runs its rows' shared prompt prefix once (`decoder_states`).
+    None (auto): on a CPU only. There the prefix's arithmetic is the cost, and sharing it made the
+    SmolLM2 RE's scoring 1.38x and its training step 1.18x faster; on a GPU a small model's step
+    waits on the host's kernel launches, which the prefix's own pass adds to (BENCHMARKS.md)."""
+    return device.type == "cpu" if share_prefix is None else share_prefix
+
+
 def decoder_states(
     decoder: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor, prefix: int = 0
 ) -> tuple[torch.Tensor, int]:
@@ -186,7 +194,7 @@ def answer_loglik(
     input_ids: torch.Tensor,
     attention_mask: torch.Tensor,
     labels: torch.Tensor,
-    share_prefix: bool = True,
+    share_prefix: bool | None = None,
 ) -> torch.Tensor:
     """F = sum_t log P(y_t | y_<t, x) of each row's answer (labels from `encode_answers`, EOS
     included): [N] float32. Prompts are right-padded (`encode_prompts`).
@@ -194,12 +202,12 @@ def answer_loglik(
     An encoder-decoder reads the labels in its decoder. A decoder-only model reads prompt then
     answer as one sequence; the LM head runs only on the answer's positions, so the [N, L, V]
     logits of the prompt are never built, and the prompt's prefix that all rows share runs once
-    (`decoder_states`; `share_prefix=False` runs every row whole, the benchmarks' baseline)."""
+    (`decoder_states`) where `shares_prefix(share_prefix, device)`; False runs every row whole."""
     if model.config.is_encoder_decoder:
         return _label_loglik(model(input_ids=input_ids, attention_mask=attention_mask, labels=labels).logits, labels)
     ids, mask, positions = prompt_answer_rows(input_ids, attention_mask, labels)
     # inside every prompt, so before every answer token's read position
-    prefix = shared_prefix_length(input_ids, attention_mask) if share_prefix else 0
+    prefix = shared_prefix_length(input_ids, attention_mask) if shares_prefix(share_prefix, ids.device) else 0
     hidden, prefix = decoder_states(model.get_decoder(), ids, mask, prefix)
     # position t predicts token t + 1: the answer's tokens are read from the states just before them
     states = hidden.gather(1, (positions - 1 - prefix).unsqueeze(-1).expand(-1, -1, hidden.shape[-1]))

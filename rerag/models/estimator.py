@@ -21,7 +21,15 @@ from torch import nn
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 import kernels
-from erag.lm import adapter_scope, chat_affixes, decoder_states, encode_prompts, resolve, shared_prefix_length
+from erag.lm import (
+    adapter_scope,
+    chat_affixes,
+    decoder_states,
+    encode_prompts,
+    resolve,
+    shared_prefix_length,
+    shares_prefix,
+)
 from rerag.inputs import format_pairs, window_rows
 from rerag.models.calibration import CALIBRATION_FILE, Calibration
 from rerag.models.folder import load_folder, save_folder
@@ -81,9 +89,9 @@ def pool_windows(
 class RelevanceEstimator(nn.Module):
     """Scores contexts for a question; `RE = sigmoid(s)`, `P_RE = softmax_j(s)` (eq. 3-5).
 
-    `share_prefix` (True): a decoder-only RE runs the prompt prefix its rows share (the chat
-    template and the question) once (`erag.lm.decoder_states`); False runs every row whole (the
-    speed benchmarks' baseline)."""
+    `share_prefix` (None: on a CPU only, `erag.lm.shares_prefix`): a decoder-only RE runs the prompt
+    prefix its rows share (the chat template and the question) once (`erag.lm.decoder_states`);
+    False runs every row whole (the speed benchmarks' baseline)."""
 
     def __init__(
         self,
@@ -112,7 +120,7 @@ class RelevanceEstimator(nn.Module):
         self.true_id = single_token_id(tokenizer, true_word)
         self.false_id = single_token_id(tokenizer, false_word)
         self.calibration: Calibration | None = None  # set by from_pretrained or `rerag calibrate`
-        self.share_prefix = True
+        self.share_prefix: bool | None = None
 
     def encode(self, questions: list[str], contexts: list[dict | str]) -> dict[str, torch.Tensor]:
         """Tokenize (question, context) pairs with the input template (`erag.lm.encode_prompts`,
@@ -124,7 +132,8 @@ class RelevanceEstimator(nn.Module):
         encoder-decoder's first decoder step; a decoder-only model's last prompt token."""
         with adapter_scope(self.model, self.adapter):
             if not self.model.config.is_encoder_decoder:
-                prefix = shared_prefix_length(input_ids, attention_mask) if self.share_prefix else 0
+                share = shares_prefix(self.share_prefix, input_ids.device)
+                prefix = shared_prefix_length(input_ids, attention_mask) if share else 0
                 hidden, prefix = decoder_states(self.model.get_decoder(), input_ids, attention_mask, prefix)
                 end = attention_mask.shape[1] - 1 - attention_mask.flip(1).argmax(dim=1)  # either padding side
                 last = end - prefix  # `hidden` starts after the prefix
@@ -186,12 +195,13 @@ class RelevanceEstimator(nn.Module):
     ) -> torch.Tensor:
         """s for many tokenized rows, `batch_size` rows per forward pass, in length-sorted chunks:
         each chunk is cut to its own longest row, so short contexts do not pay for long ones'
-        padding. `groups` [N] (e.g. each row's question): a chunk holds rows of one group only, so
-        a decoder-only RE reads their shared prompt prefix once (`erag.lm.decoder_states`).
+        padding. `groups` [N] (e.g. each row's question): where the RE shares prompt prefixes
+        (`erag.lm.shares_prefix`), a chunk holds rows of one group only, so a decoder-only RE reads
+        their shared prefix once (`erag.lm.decoder_states`).
         Returns [N] float32 in the rows' order."""
         lengths = attention_mask.sum(dim=1)
         order = torch.argsort(lengths, descending=True, stable=True)
-        if groups is None:
+        if groups is None or not shares_prefix(self.share_prefix, input_ids.device):
             chunks = torch.split(order, batch_size)
         else:
             groups = groups.to(order.device)

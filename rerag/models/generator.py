@@ -26,8 +26,9 @@ class Generator(nn.Module):
     datamodule's `generator_template` and `generator_max_length`); exports and readers use them.
     `adapter` names the PEFT adapter of `model` that is the generator when the model is shared with
     the RE (`erag.lm.adapter_scope`; `BASE_ADAPTER`: the shared base with adapters off).
-    `share_prefix` (True): a decoder-only generator runs the prompt prefix its rows share once
-    (`erag.lm.decoder_states`); False runs every row whole (the speed benchmarks' baseline)."""
+    `share_prefix` (None: on a CPU only, `erag.lm.shares_prefix`): a decoder-only generator runs the
+    prompt prefix its rows share once (`erag.lm.decoder_states`); False runs every row whole (the
+    speed benchmarks' baseline)."""
 
     def __init__(
         self,
@@ -42,7 +43,7 @@ class Generator(nn.Module):
         self.model, self.tokenizer, self.adapter = model, tokenizer, adapter
         self.max_answer_length = max_answer_length
         self.template, self.max_length = template, max_length
-        self.share_prefix = True
+        self.share_prefix: bool | None = None
 
     def encode_answers(self, answers: list[str]) -> torch.Tensor:
         """Answer token ids and EOS as labels (at most `max_answer_length`), padding set to -100."""

@@ -16,6 +16,7 @@ from erag.lm import (
     left_padded,
     load_pretrained,
     shared_prefix_length,
+    shares_prefix,
 )
 
 PROMPTS = ["what is the capital of france", "paris"]
@@ -85,6 +86,21 @@ def test_a_shared_prefix_runs_once_with_the_same_states_and_gradients(llama):
     for name, grad in full_grads.items():
         # the rows' gradients reach the prefix summed in another order: float32 rounding (1e-4 of ~2)
         torch.testing.assert_close(shared_grads[name], grad, atol=5e-4, rtol=1e-4, msg=name)
+
+
+def test_the_prefix_is_shared_on_a_cpu_by_default_and_never_when_told_not_to(llama):
+    model, tok = llama
+    enc = encode_prompts(tok, ["what is the capital of france", "what is the city"])
+    labels = encode_answers(tok, ["paris", "lyon"], 4)
+    rows = []
+    hook = model.get_decoder().embed_tokens.register_forward_hook(lambda module, args, out: rows.append(len(args[0])))
+    auto = answer_loglik(model, enc["input_ids"], enc["attention_mask"], labels)
+    whole = answer_loglik(model, enc["input_ids"], enc["attention_mask"], labels, share_prefix=False)
+    hook.remove()
+    assert rows == [1, 2, 2]  # the prefix for one row, then the rows over it; then every row whole
+    torch.testing.assert_close(auto, whole, atol=1e-4, rtol=1e-5)
+    # auto shares on a CPU only: on a GPU a small model's step waits on kernel launches
+    assert not shares_prefix(None, torch.device("cuda")) and shares_prefix(True, torch.device("cuda"))
 
 
 def test_each_row_keeps_one_token_of_its_own_after_the_shared_prefix(llama):
