@@ -160,6 +160,12 @@ def shares_prefix(share_prefix: bool | None, device: torch.device) -> bool:
     return device.type == "cpu" if share_prefix is None else share_prefix
 
 
+def prefix_to_share(input_ids: torch.Tensor, attention_mask: torch.Tensor, share_prefix: bool | None) -> int:
+    """The prefix `decoder_states` runs once: `shared_prefix_length`, or 0 where the rows' device
+    and `share_prefix` say not to share (`shares_prefix`)."""
+    return shared_prefix_length(input_ids, attention_mask) if shares_prefix(share_prefix, input_ids.device) else 0
+
+
 def decoder_states(
     decoder: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor, prefix: int = 0
 ) -> tuple[torch.Tensor, int]:
@@ -207,7 +213,7 @@ def answer_loglik(
         return _label_loglik(model(input_ids=input_ids, attention_mask=attention_mask, labels=labels).logits, labels)
     ids, mask, positions = prompt_answer_rows(input_ids, attention_mask, labels)
     # inside every prompt, so before every answer token's read position
-    prefix = shared_prefix_length(input_ids, attention_mask) if shares_prefix(share_prefix, ids.device) else 0
+    prefix = prefix_to_share(input_ids, attention_mask, share_prefix)
     hidden, prefix = decoder_states(model.get_decoder(), ids, mask, prefix)
     # position t predicts token t + 1: the answer's tokens are read from the states just before them
     states = hidden.gather(1, (positions - 1 - prefix).unsqueeze(-1).expand(-1, -1, hidden.shape[-1]))

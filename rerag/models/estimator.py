@@ -26,8 +26,8 @@ from erag.lm import (
     chat_affixes,
     decoder_states,
     encode_prompts,
+    prefix_to_share,
     resolve,
-    shared_prefix_length,
     shares_prefix,
 )
 from rerag.inputs import format_pairs, window_rows
@@ -132,8 +132,7 @@ class RelevanceEstimator(nn.Module):
         encoder-decoder's first decoder step; a decoder-only model's last prompt token."""
         with adapter_scope(self.model, self.adapter):
             if not self.model.config.is_encoder_decoder:
-                share = shares_prefix(self.share_prefix, input_ids.device)
-                prefix = shared_prefix_length(input_ids, attention_mask) if share else 0
+                prefix = prefix_to_share(input_ids, attention_mask, self.share_prefix)
                 hidden, prefix = decoder_states(self.model.get_decoder(), input_ids, attention_mask, prefix)
                 end = attention_mask.shape[1] - 1 - attention_mask.flip(1).argmax(dim=1)  # either padding side
                 last = end - prefix  # `hidden` starts after the prefix
