@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -109,7 +110,7 @@ class TeacherScores:
 
     def save(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")  # runs building one key at once write apart
         saved = {
             "version": CACHE_VERSION,
             "key": self.key,
