@@ -71,6 +71,8 @@ def written_results(config: dict) -> Path:
 
 
 class Sweep:
+    """The seeds' runs of one config: each seed's steps in order, the seeds on threads, one deadline."""
+
     def __init__(self, config: str, out: Path, test_files: list[str], extra: list[str], deadline: float):
         self.out, self.test_files, self.extra, self.deadline = out, test_files, extra, deadline
         self.text = Path(resolve(config)).read_text()
