@@ -17,6 +17,10 @@ the rest, while seeds started together each build a missing one. `--deadline` bo
 seconds: a step still running then is stopped, and the table holds what finished; `OUT/status.json`
 says where each seed stands while it runs (for a machine reached by short calls, start the sweep
 detached and read that file). `--table-only` rebuilds the table from OUT.
+
+`rerag reproduce` moves a run's outputs into a folder in its own process (`rerag.reproduce.workspace`);
+a sweep runs each seed as `rerag` processes instead, so that seeds run side by side and a deadline
+can stop them.
 """
 
 from __future__ import annotations
@@ -47,13 +51,18 @@ def seed_config(text: str, root: str, new_root: str) -> str:
     return re.sub(re.escape(root) + r"(?=/|\s|$)", new_root, text, flags=re.MULTILINE)
 
 
+def callback_args(config: dict, kind: str) -> dict:
+    """The init_args of the config's callback whose class name ends with `kind`."""
+    for callback in config["trainer"].get("callbacks") or []:
+        if callback["class_path"].endswith(kind):
+            return callback["init_args"]
+    raise ValueError(f"the config has no {kind} callback: the sweep reads its checkpoint and results from them")
+
+
 def kept_checkpoint(config: dict) -> Path:
     """The checkpoint the config's ModelCheckpoint keeps for testing: dirpath/filename.ckpt."""
-    for callback in config["trainer"].get("callbacks") or []:
-        if callback["class_path"].endswith("ModelCheckpoint"):
-            args = callback["init_args"]
-            return Path(args["dirpath"]) / f"{args.get('filename') or 'last'}.ckpt"
-    raise ValueError("the config has no ModelCheckpoint callback: nothing to test after fit")
+    args = callback_args(config, "ModelCheckpoint")
+    return Path(args["dirpath"]) / f"{args.get('filename') or 'last'}.ckpt"
 
 
 def results_name(test_file: str) -> str:
@@ -64,10 +73,10 @@ def results_name(test_file: str) -> str:
 
 def written_results(config: dict) -> Path:
     """The per-question results file the config's MetricsWriter writes at the end of a test."""
-    for callback in config["trainer"].get("callbacks") or []:
-        if callback["class_path"].endswith("MetricsWriter") and callback["init_args"].get("results"):
-            return Path(callback["init_args"]["results"])
-    raise ValueError("the config has no MetricsWriter with `results`: a test would leave no per-question file")
+    results = callback_args(config, "MetricsWriter").get("results")
+    if not results:
+        raise ValueError("the config's MetricsWriter has no `results`: a test would leave no per-question file")
+    return Path(results)
 
 
 class Sweep:
@@ -97,7 +106,10 @@ class Sweep:
         self.report(seed, f"{name}: running")
         with open(self.out / f"seed{seed}" / f"{name}.log", "w") as log:
             try:
-                code = subprocess.run(argv + self.extra, stdout=log, stderr=subprocess.STDOUT, timeout=left).returncode
+                timeout = None if left == float("inf") else left
+                code = subprocess.run(
+                    argv + self.extra, stdout=log, stderr=subprocess.STDOUT, timeout=timeout
+                ).returncode
             except subprocess.TimeoutExpired:
                 self.report(seed, f"{name}: stopped at the deadline")
                 return False
@@ -166,12 +178,9 @@ def table(rows: list[dict]) -> str:
             lines.append(f"| {name} | {r['seed']} | {r['questions']} | " + " | ".join(cells) + " |")
         means = []
         for f in FIGURES:
-            values = [r[f][:3] for r in mine if f in r]
-            means.append(
-                " | ".join(f"{sum(v) / len(values):{fmt}}" for v, fmt in zip(zip(*values), (".3f", ".3f", "+.3f")))
-                if values
-                else " | | "
-            )
+            values = [r[f] for r in mine if f in r]
+            ours, theirs, d = (sum(v[i] for v in values) / max(len(values), 1) for i in range(3))
+            means.append(f"{ours:.3f} | {theirs:.3f} | {d:+.3f}" if values else " | | ")
         lines.append(f"| {name} | mean of {len(mine)} | | " + " | ".join(means) + " |")
     return "\n".join(lines) + "\n"
 
