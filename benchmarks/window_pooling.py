@@ -21,10 +21,12 @@ from __future__ import annotations
 import argparse
 import itertools
 import time
+from pathlib import Path
 from typing import get_args
 
 import torch
 
+from erag.progress import progress
 from rerag.data.fid_format import read_fid
 from rerag.infer.compare import interval
 from rerag.inputs import window_rows
@@ -32,21 +34,29 @@ from rerag.metrics import first_hit_rank, hits_at_k
 from rerag.models.estimator import RelevanceEstimator, WindowPooling, pool_windows
 
 POOLINGS = list(get_args(WindowPooling))
+QUESTIONS_PER_PASS = 8  # questions whose windows share one length-sorted scoring pass
 
 
-def window_scores(estimator: RelevanceEstimator, records: list[dict], n_words: int, batch_size: int) -> list:
-    """Per record, (s of each window [W], the passage of each window [W]), from one scoring pass."""
-    pairs, spans = [], []
-    for r in records:
-        windows, window_of = window_rows(r["ctxs"], n_words)
-        spans.append((len(pairs), torch.tensor(window_of)))
-        pairs += [(r["question"], w) for w in windows]
+def window_scores(
+    estimator: RelevanceEstimator, records: list[dict], n_words: int, batch_size: int, name: str = "windows"
+) -> list:
+    """Per record, (s of each window [W], the passage of each window [W]), from one scoring pass,
+    a few questions at a time so that a long file reports its progress (`erag.progress`)."""
+    chunks = [records[i : i + QUESTIONS_PER_PASS] for i in range(0, len(records), QUESTIONS_PER_PASS)]
     words, estimator.context_words = estimator.context_words, None  # the pairs are windows already
+    scored = []
     try:
-        s = estimator.predict(pairs, batch_size)
+        for chunk in progress(chunks, name, unit="batches"):
+            pairs, spans = [], []
+            for r in chunk:
+                windows, window_of = window_rows(r["ctxs"], n_words)
+                spans.append((len(pairs), torch.tensor(window_of)))
+                pairs += [(r["question"], w) for w in windows]
+            s = estimator.predict(pairs, batch_size)
+            scored += [(s[start : start + len(window_of)], window_of) for start, window_of in spans]
     finally:
         estimator.context_words = words
-    return [(s[start : start + len(window_of)], window_of) for start, window_of in spans]
+    return scored
 
 
 def pooled_ranks(records: list[dict], scored: list, pooling: str) -> dict[str, list]:
@@ -132,7 +142,7 @@ def main(argv: list[str] | None = None) -> None:
         records = list(itertools.islice(read_fid(path), args.questions))
         records = [r | {"ctxs": r["ctxs"][: args.contexts]} for r in records]
         start = time.perf_counter()
-        scored = window_scores(estimator, records, n_words, args.batch_size)
+        scored = window_scores(estimator, records, n_words, args.batch_size, name=Path(path).name)
         print(f"{path}: {len(records)} questions scored in {time.perf_counter() - start:.0f} s", flush=True)
         lines += table(path, records, scored, args.ks, args.resamples)
     print("\n".join(lines))
