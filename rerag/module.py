@@ -313,6 +313,7 @@ class RERAGModule(L.LightningModule):
         )
         self.results: dict[str, list[dict]] = {"val": [], "test": []}  # per question, this process's share
         self.teacher_scores: TeacherScores | None = None  # set at fit start with teacher_cache_dir
+        self.teacher_cache_key: str | None = None  # its file's name; a resumed run keeps the one it began with
         self.teacher_spec = teacher or (estimator if shared_base else generator)
 
     # ---- the frozen teacher's cache ------------------------------------------------------------
@@ -350,20 +351,32 @@ class RERAGModule(L.LightningModule):
         }
         if hp.teacher_question_template is not None:  # absent when off, so earlier caches keep their key
             prompt |= {"question_template": hp.teacher_question_template, "max_question_tokens": MAX_QUESTION_TOKENS}
-        key = teacher_key(
-            identity | prompt,
-            data.train_file,
-            data.teacher_triple_settings(),
-        )
-        path = Path(hp.teacher_cache_dir) / f"{key}.pt"
+        key = teacher_key(identity | prompt, data.train_file, data.teacher_triple_settings())
+        # Resumed: the key the run began with. A generator that trains every weight (not a LoRA
+        # adapter, which the key leaves out) has moved since, and its key would rebuild the cache
+        # from the trained generator.
+        began_with = self.teacher_cache_key or key
+        path = Path(hp.teacher_cache_dir) / f"{began_with}.pt"
         if self.trainer.is_global_zero and not path.exists():
+            if began_with != key:
+                raise FileNotFoundError(
+                    f"teacher cache {path}: the run being resumed began with it, and its generator has trained "
+                    "since, so it cannot be rebuilt; restore the file or start the run again"
+                )
             scores = build_teacher_scores(
                 teacher, data.teacher_triples(), key=key, question_template=hp.teacher_question_template
             )
             scores.save(path)
         self.trainer.strategy.barrier("teacher cache")
-        self.teacher_scores = TeacherScores.load(path)
+        self.teacher_scores, self.teacher_cache_key = TeacherScores.load(path), began_with
         del teacher
+
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        if self.teacher_cache_key is not None:
+            checkpoint["teacher_cache_key"] = self.teacher_cache_key
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        self.teacher_cache_key = checkpoint.get("teacher_cache_key")
 
     # ---- training -------------------------------------------------------------------------
     def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:

@@ -286,6 +286,42 @@ def test_a_first_teacher_stage_switches_to_joint_training_at_its_step(
         RERAGModule(**causal_module_kwargs, teacher_steps=2, freeze_generator=True)
 
 
+def test_a_run_resumed_after_its_teacher_stage_reads_the_cache_it_started_with(
+    causal_module_kwargs, causal_data_kwargs, tmp_path
+):
+    """A joint run whose generator trains every weight, resumed from a checkpoint past its first
+    stage: the teacher cache's key is the run's (saved in the checkpoint), not one of the trained
+    generator, so nothing is rebuilt; with that cache gone, the error names it."""
+    from lightning.pytorch.callbacks import ModelCheckpoint
+
+    kwargs = {**causal_module_kwargs, "teacher_steps": 1, "teacher_cache_dir": str(tmp_path / "cache")}
+
+    def run(steps, ckpt_path=None):
+        L.seed_everything(0)
+        module = RERAGModule(**kwargs)
+        L.Trainer(
+            accelerator="cpu",
+            max_steps=steps,
+            limit_val_batches=0,
+            logger=False,
+            callbacks=[ModelCheckpoint(dirpath=tmp_path / "ckpt", save_last=True, every_n_train_steps=1)],
+            enable_progress_bar=False,
+            enable_model_summary=False,
+            default_root_dir=tmp_path,
+        ).fit(module, datamodule=RERAGDataModule(**causal_data_kwargs), ckpt_path=ckpt_path)
+        return module
+
+    first = run(2)
+    built = cache_files(tmp_path / "cache")
+    assert len(built) == 1
+    resumed = run(3, ckpt_path=str(tmp_path / "ckpt" / "last.ckpt"))
+    assert cache_files(tmp_path / "cache") == built
+    assert resumed.teacher_scores.scores == first.teacher_scores.scores
+    os.remove(built[0])
+    with pytest.raises(FileNotFoundError, match=os.path.basename(built[0])):
+        run(4, ckpt_path=str(tmp_path / "ckpt" / "last.ckpt"))
+
+
 def test_a_bfloat16_base_trains_its_float32_adapter_under_bf16_mixed(
     causal_module_kwargs, causal_data_kwargs, tmp_path
 ):
