@@ -10,7 +10,7 @@ batches hold up to `n_eval_contexts` contexts per question, flattened, with thei
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from functools import partial
 
 import lightning as L
@@ -144,10 +144,12 @@ class _Questions(Dataset):
 
 
 class EpochShuffleSampler(Sampler[int]):
-    """A new permutation each epoch from (seed, epoch): reproducible across resumes."""
+    """A new permutation each epoch from (seed, epoch): reproducible across resumes. `done()` says
+    how many of the epoch's questions training has already taken (non-zero only when a run resumes
+    mid-epoch: Lightning restarts a loader's epoch from its first batch), and those are skipped."""
 
-    def __init__(self, dataset: _Questions, seed: int):
-        self.dataset, self.seed, self.epoch = dataset, seed, 0
+    def __init__(self, dataset: _Questions, seed: int, done: Callable[[], int] = lambda: 0):
+        self.dataset, self.seed, self.epoch, self.done = dataset, seed, 0, done
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = self.dataset.epoch = epoch
@@ -157,7 +159,7 @@ class EpochShuffleSampler(Sampler[int]):
 
     def __iter__(self):
         g = torch.Generator().manual_seed(self.seed * 100_003 + self.epoch)
-        return iter(torch.randperm(len(self.dataset), generator=g).tolist())
+        return iter(torch.randperm(len(self.dataset), generator=g).tolist()[self.done() :])
 
 
 class RERAGDataModule(L.LightningDataModule):
@@ -358,11 +360,20 @@ class RERAGDataModule(L.LightningDataModule):
         return DataLoader(
             data,
             batch_size=hp.batch_size if split == "train" else hp.eval_batch_size,
-            sampler=EpochShuffleSampler(data, hp.seed) if shuffle else None,
+            sampler=EpochShuffleSampler(data, hp.seed, self._questions_done) if shuffle else None,
             collate_fn=partial(self._collate, k=k),
             num_workers=hp.num_workers,
             drop_last=split == "train",
         )
+
+    def _questions_done(self) -> int:
+        """The questions of the current epoch that training has taken, over every process: Lightning's
+        count of the epoch's batches (restored with the checkpoint when a run resumes)."""
+        trainer = self.trainer
+        if trainer is None:
+            return 0
+        batches = trainer.fit_loop.epoch_loop.batch_progress.current.ready
+        return batches * self.hparams.batch_size * trainer.world_size
 
     def train_dataloader(self) -> DataLoader:
         return self._loader("train", shuffle=True)

@@ -120,3 +120,45 @@ def test_a_batch_cut_to_its_first_contexts_keeps_their_windows():
     assert rows.tolist() == [0, 3] and cut["contexts"] == [["a"], ["d"]]
     assert cut["re"]["input_ids"][:, 0].tolist() == [0, 1, 6]  # context 0's two windows, context 3's one
     assert cut["re_window_of"].tolist() == [0, 0, 1] and cut["gen"]["input_ids"][:, 0].tolist() == [0, 3]
+
+
+def test_a_run_resumed_mid_epoch_trains_on_the_questions_an_uninterrupted_run_would(
+    module_kwargs, data_kwargs, tmp_path
+):
+    """Lightning restarts a loader's epoch from its first batch on resume; the sampler skips what the
+    checkpoint's step had taken, so the resumed run's batches are the rest of the uninterrupted run's,
+    into the next epoch (48 questions, 4 a batch: 12 batches an epoch)."""
+    import lightning as L
+    from lightning.pytorch.callbacks import ModelCheckpoint
+
+    from rerag.module import RERAGModule
+
+    class Record(L.Callback):
+        def __init__(self):
+            self.seen = []
+
+        def on_train_batch_start(self, trainer, module, batch, batch_idx):
+            self.seen.append((trainer.current_epoch, batch_idx, tuple(batch["questions"])))
+
+    def run(out, ckpt_path=None):
+        L.seed_everything(0)
+        record = Record()
+        checkpoints = ModelCheckpoint(
+            dirpath=tmp_path / "ckpt", every_n_train_steps=5, save_top_k=-1, filename="{step}"
+        )
+        L.Trainer(
+            accelerator="cpu",
+            max_steps=16,
+            limit_val_batches=0,
+            logger=False,
+            callbacks=[record, checkpoints],
+            enable_progress_bar=False,
+            enable_model_summary=False,
+            default_root_dir=tmp_path / out,
+        ).fit(RERAGModule(**module_kwargs), datamodule=RERAGDataModule(**data_kwargs), ckpt_path=ckpt_path)
+        return record.seen
+
+    uninterrupted = run("a")
+    resumed = run("b", ckpt_path=str(tmp_path / "ckpt" / "step=5.ckpt"))
+    assert [(epoch, i) for epoch, i, _ in uninterrupted][11:13] == [(0, 11), (1, 0)]
+    assert resumed == uninterrupted[5:]
