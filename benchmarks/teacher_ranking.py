@@ -15,6 +15,8 @@ questions, and how often the teacher's first pick holds the answer but is not th
     python benchmarks/teacher_ranking.py --questions 100
     python benchmarks/teacher_ranking.py --question-template none   # the answer alone
     python benchmarks/teacher_ranking.py --config configs/squad_smollm2.yaml --files data/squad/test.jsonl
+    python benchmarks/teacher_ranking.py --cache outputs/teacher_cache/<key>.pt --files data/squad/train.jsonl \\
+        --questions 328 --contexts 4      # a fit's cache: its training questions, no scoring
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import torch
 from rerag.data.fid_format import read_fid
 from rerag.fit_config import build_fit
 from rerag.metrics import first_hit_rank, hits_at_k
-from rerag.teacher_cache import build_teacher_scores
+from rerag.teacher_cache import TeacherScores, build_teacher_scores
 
 #: The question-and-answer teacher's prompt measured in BENCHMARKS.md.
 QUESTION_TEMPLATE = "Passage: {text}\nWrite a question that this passage answers."
@@ -39,9 +41,16 @@ def teacher_orders(teacher, records: list[dict], question_template: str | None =
     whole passages): the answer alone and, with `question_template`, the question's likelihood added
     (one `build_teacher_scores` pass, which keeps the question's part on its own)."""
     triples = [(r["question"], r["answers"][0], c) for r in records for c in r["ctxs"]]
-    cache = build_teacher_scores(teacher, triples, key="teacher_ranking", question_template=question_template)
+    return cached_orders(
+        build_teacher_scores(teacher, triples, key="teacher_ranking", question_template=question_template), records
+    )
+
+
+def cached_orders(cache: TeacherScores, records: list[dict]) -> dict[str, list[torch.Tensor]]:
+    """`teacher_orders` read from scores already computed: this script's pass, or a fit's teacher
+    cache (`--cache`: the training file's questions over the contexts training draws from)."""
     f = [cache.lookup([r["question"]], [r["answers"][0]], [r["ctxs"]])[0] for r in records]
-    if question_template is None:
+    if not cache.question_scores:
         return {"teacher, answer (eq. 8)": f}
     answer = [f_r - cache.question_lookup([r["question"]], [r["ctxs"]])[0] for f_r, r in zip(f, records)]
     return {"teacher, answer (eq. 8)": answer, "teacher, question and answer": f}
@@ -64,13 +73,16 @@ def rank_file(
 ) -> dict[str, list[float]]:
     """The COLUMNS of the teacher's order (argmax F of the answer, and of the question and answer
     with a `question_template`) and BM25's (the file's order) over the first `questions` questions
-    of `path`, their top `contexts` contexts each."""
+    of `path`, their top `contexts` contexts each. `teacher` may be a `TeacherScores` (a fit's cache)."""
     records = list(itertools.islice(read_fid(path), questions))  # a bad record names its file, line and field
     for r in records:
         r["ctxs"] = r["ctxs"][:contexts]
     bm25 = [-torch.arange(len(r["ctxs"]), dtype=torch.float) for r in records]
-    orders = teacher_orders(teacher, records, question_template) | {"BM25": bm25}
-    return {name: recall_row(order, records) for name, order in orders.items()}
+    if isinstance(teacher, TeacherScores):
+        orders = cached_orders(teacher, records)
+    else:
+        orders = teacher_orders(teacher, records, question_template)
+    return {name: recall_row(order, records) for name, order in (orders | {"BM25": bm25}).items()}
 
 
 def main():
@@ -84,18 +96,27 @@ def main():
         default=QUESTION_TEMPLATE,
         help="the question-and-answer teacher's prompt, a passage without the question (none: that order is left out)",
     )
+    parser.add_argument(
+        "--cache",
+        default=None,
+        help="a fit's teacher cache (<teacher_cache_dir>/<key>.pt): read its F for the fit's training file "
+        "instead of scoring (--config and --question-template unused)",
+    )
     args = parser.parse_args()
 
-    module = build_fit(["--config", args.config]).model  # no fit: test pairs are scored here, no cache is written
-    teacher, _ = module.teacher_generator()
     question_template = None if args.question_template == "none" else args.question_template
-    print(f"teacher: {module.teacher_spec.name_or_path}; first {args.questions} questions, top {args.contexts}\n")
+    if args.cache:
+        teacher, name = TeacherScores.load(args.cache), args.cache
+    else:
+        module = build_fit(["--config", args.config]).model  # no fit: pairs are scored here, no cache is written
+        (teacher, _), name = module.teacher_generator(), module.teacher_spec.name_or_path
+    print(f"teacher: {name}; first {args.questions} questions, top {args.contexts}\n")
     print(f"| file | order | {' | '.join(COLUMNS)} |")
     print("|---" * (len(COLUMNS) + 2) + "|")
     for path in args.files:
         rows = rank_file(teacher, path, args.questions, args.contexts, question_template)
-        for name, row in rows.items():
-            print(f"| {path} | {name} | {' | '.join(f'{v:.2f}' for v in row)} |", flush=True)
+        for order, row in rows.items():
+            print(f"| {path} | {order} | {' | '.join(f'{v:.2f}' for v in row)} |", flush=True)
 
 
 if __name__ == "__main__":
