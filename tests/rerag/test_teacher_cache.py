@@ -8,6 +8,7 @@ import random
 import lightning as L
 import pytest
 import torch
+from lightning.pytorch.callbacks import ModelCheckpoint
 
 from erag.lm import encode_answers, encode_prompts
 from rerag.data.datamodule import RERAGDataModule, word_window
@@ -19,20 +20,21 @@ from rerag.teacher_cache import MAX_QUESTION_TOKENS, TeacherScores, build_teache
 from tests.rerag.conftest import TINY_LLAMA
 
 
-def train(module, data_kwargs, tmp_path, steps, callbacks=(), precision="32-true"):
-    """`steps` optimizer steps of `module` on the data, no validation, nothing written but the cache."""
+def train(module, data_kwargs, tmp_path, steps, callbacks=(), precision="32-true", ckpt_path=None):
+    """`steps` optimizer steps of `module` on the data (resumed from `ckpt_path`), no validation,
+    nothing written but the cache and what `callbacks` write."""
     L.Trainer(
         accelerator="cpu",
         precision=precision,
         max_steps=steps,
         limit_val_batches=0,
         logger=False,
-        enable_checkpointing=False,
+        enable_checkpointing=any(isinstance(c, ModelCheckpoint) for c in callbacks),
         enable_progress_bar=False,
         enable_model_summary=False,
         callbacks=list(callbacks),
         default_root_dir=tmp_path,
-    ).fit(module, datamodule=RERAGDataModule(**data_kwargs))
+    ).fit(module, datamodule=RERAGDataModule(**data_kwargs), ckpt_path=ckpt_path)
     return module
 
 
@@ -292,24 +294,12 @@ def test_a_run_resumed_after_its_teacher_stage_reads_the_cache_it_started_with(
     """A joint run whose generator trains every weight, resumed from a checkpoint past its first
     stage: the teacher cache's key is the run's (saved in the checkpoint), not one of the trained
     generator, so nothing is rebuilt; with that cache gone, the error names it."""
-    from lightning.pytorch.callbacks import ModelCheckpoint
-
     kwargs = {**causal_module_kwargs, "teacher_steps": 1, "teacher_cache_dir": str(tmp_path / "cache")}
 
     def run(steps, ckpt_path=None):
         L.seed_everything(0)
-        module = RERAGModule(**kwargs)
-        L.Trainer(
-            accelerator="cpu",
-            max_steps=steps,
-            limit_val_batches=0,
-            logger=False,
-            callbacks=[ModelCheckpoint(dirpath=tmp_path / "ckpt", save_last=True, every_n_train_steps=1)],
-            enable_progress_bar=False,
-            enable_model_summary=False,
-            default_root_dir=tmp_path,
-        ).fit(module, datamodule=RERAGDataModule(**causal_data_kwargs), ckpt_path=ckpt_path)
-        return module
+        checkpoints = ModelCheckpoint(dirpath=tmp_path / "ckpt", save_last=True, every_n_train_steps=1)
+        return train(RERAGModule(**kwargs), causal_data_kwargs, tmp_path, steps, [checkpoints], ckpt_path=ckpt_path)
 
     first = run(2)
     built = cache_files(tmp_path / "cache")
