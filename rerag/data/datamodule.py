@@ -368,9 +368,10 @@ class RERAGDataModule(L.LightningDataModule):
 
     def _questions_done(self) -> int:
         """The questions of the current epoch that training has taken, over every process: Lightning's
-        count of the epoch's batches (restored with the checkpoint when a run resumes)."""
+        count of the epoch's batches (restored with the checkpoint when a run resumes). Zero outside
+        a fit's training, so a loader iterated by hand after fit gives the whole epoch."""
         trainer = self.trainer
-        if trainer is None:
+        if trainer is None or not trainer.training:
             return 0
         batches = trainer.fit_loop.epoch_loop.batch_progress.current.ready
         return batches * self.hparams.batch_size * trainer.world_size

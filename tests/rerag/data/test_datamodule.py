@@ -162,3 +162,25 @@ def test_a_run_resumed_mid_epoch_trains_on_the_questions_an_uninterrupted_run_wo
     resumed = run("b", ckpt_path=str(tmp_path / "ckpt" / "step=5.ckpt"))
     assert [(epoch, i) for epoch, i, _ in uninterrupted][11:13] == [(0, 11), (1, 0)]
     assert resumed == uninterrupted[5:]
+
+
+def test_a_train_loader_iterated_after_fit_gives_the_whole_epoch(module_kwargs, data_kwargs, tmp_path):
+    """Only a fit skips the epoch's questions taken before a resume: after a fit stopped mid-epoch
+    (5 of 12 batches), the train loader iterated by hand gives all 12."""
+    import lightning as L
+
+    from rerag.module import RERAGModule
+
+    data = RERAGDataModule(**data_kwargs)
+    L.Trainer(
+        accelerator="cpu",
+        max_steps=5,
+        limit_val_batches=0,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        default_root_dir=tmp_path,
+    ).fit(RERAGModule(**module_kwargs), datamodule=data)
+    assert data.trainer.fit_loop.epoch_loop.batch_progress.current.ready == 5
+    assert len(list(data.train_dataloader())) == 12
