@@ -1,9 +1,12 @@
-"""Fixtures for the RE-RAG tests: a tiny synthetic world, a tokenizer trained on it, tiny T5s."""
+"""Fixtures and helpers for the RE-RAG tests: a tiny synthetic world, a tokenizer trained on it, tiny T5s, a short fit."""
 
 from __future__ import annotations
 
+import lightning as L
 import pytest
+from lightning.pytorch.callbacks import ModelCheckpoint
 
+from rerag.data.datamodule import RERAGDataModule
 from rerag.demo.tokenizer import train_tokenizer
 from rerag.demo.world import WorldConfig, build_world, write_world
 from rerag.models.loading import ModelSpec
@@ -194,3 +197,21 @@ def export_dir(module_kwargs, tmp_path):
     module = RERAGModule(**module_kwargs).eval()
     export(module.estimator, module.generator, tmp_path / "export")
     return tmp_path / "export"
+
+
+def train(module, data_kwargs, tmp_path, steps, callbacks=(), precision="32-true", ckpt_path=None):
+    """`steps` optimizer steps of `module` on the data (resumed from `ckpt_path`), no validation,
+    nothing written but the cache and what `callbacks` write."""
+    L.Trainer(
+        accelerator="cpu",
+        precision=precision,
+        max_steps=steps,
+        limit_val_batches=0,
+        logger=False,
+        enable_checkpointing=any(isinstance(c, ModelCheckpoint) for c in callbacks),
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        callbacks=list(callbacks),
+        default_root_dir=tmp_path,
+    ).fit(module, datamodule=RERAGDataModule(**data_kwargs), ckpt_path=ckpt_path)
+    return module

@@ -17,25 +17,7 @@ from rerag.models.loading import ModelSpec
 from rerag.models.lora import LoraSpec
 from rerag.module import RERAGModule
 from rerag.teacher_cache import MAX_QUESTION_TOKENS, TeacherScores, build_teacher_scores, pair_key
-from tests.rerag.conftest import TINY_LLAMA
-
-
-def train(module, data_kwargs, tmp_path, steps, callbacks=(), precision="32-true", ckpt_path=None):
-    """`steps` optimizer steps of `module` on the data (resumed from `ckpt_path`), no validation,
-    nothing written but the cache and what `callbacks` write."""
-    L.Trainer(
-        accelerator="cpu",
-        precision=precision,
-        max_steps=steps,
-        limit_val_batches=0,
-        logger=False,
-        enable_checkpointing=any(isinstance(c, ModelCheckpoint) for c in callbacks),
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        callbacks=list(callbacks),
-        default_root_dir=tmp_path,
-    ).fit(module, datamodule=RERAGDataModule(**data_kwargs), ckpt_path=ckpt_path)
-    return module
+from tests.rerag.conftest import TINY_LLAMA, train
 
 
 def fit(module_kwargs, data_kwargs, cache_dir, tmp_path, seed=0, steps=1):

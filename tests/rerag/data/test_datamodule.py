@@ -167,20 +167,9 @@ def test_a_run_resumed_mid_epoch_trains_on_the_questions_an_uninterrupted_run_wo
 def test_a_train_loader_iterated_after_fit_gives_the_whole_epoch(module_kwargs, data_kwargs, tmp_path):
     """Only a fit skips the epoch's questions taken before a resume: after a fit stopped mid-epoch
     (5 of 12 batches), the train loader iterated by hand gives all 12."""
-    import lightning as L
-
     from rerag.module import RERAGModule
+    from tests.rerag.conftest import train
 
-    data = RERAGDataModule(**data_kwargs)
-    L.Trainer(
-        accelerator="cpu",
-        max_steps=5,
-        limit_val_batches=0,
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        default_root_dir=tmp_path,
-    ).fit(RERAGModule(**module_kwargs), datamodule=data)
+    data = train(RERAGModule(**module_kwargs), data_kwargs, tmp_path, steps=5).trainer.datamodule
     assert data.trainer.fit_loop.epoch_loop.batch_progress.current.ready == 5
     assert len(list(data.train_dataloader())) == 12
