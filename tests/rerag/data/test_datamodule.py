@@ -6,6 +6,7 @@ import torch
 from erag.answers import has_answer
 from rerag.data.datamodule import RERAGDataModule, first_contexts, sample_deep_contexts, word_window
 from rerag.inputs import passage_windows
+from tests.rerag.conftest import train
 
 CTXS = [{"id": str(j), "has_answer": j in (0, 2, 40)} for j in range(100)]
 
@@ -146,16 +147,7 @@ def test_a_run_resumed_mid_epoch_trains_on_the_questions_an_uninterrupted_run_wo
         checkpoints = ModelCheckpoint(
             dirpath=tmp_path / "ckpt", every_n_train_steps=5, save_top_k=-1, filename="{step}"
         )
-        L.Trainer(
-            accelerator="cpu",
-            max_steps=16,
-            limit_val_batches=0,
-            logger=False,
-            callbacks=[record, checkpoints],
-            enable_progress_bar=False,
-            enable_model_summary=False,
-            default_root_dir=tmp_path / out,
-        ).fit(RERAGModule(**module_kwargs), datamodule=RERAGDataModule(**data_kwargs), ckpt_path=ckpt_path)
+        train(RERAGModule(**module_kwargs), data_kwargs, tmp_path / out, 16, [record, checkpoints], ckpt_path=ckpt_path)
         return record.seen
 
     uninterrupted = run("a")
@@ -168,7 +160,6 @@ def test_a_train_loader_iterated_after_fit_gives_the_whole_epoch(module_kwargs, 
     """Only a fit skips the epoch's questions taken before a resume: after a fit stopped mid-epoch
     (5 of 12 batches), the train loader iterated by hand gives all 12."""
     from rerag.module import RERAGModule
-    from tests.rerag.conftest import train
 
     data = train(RERAGModule(**module_kwargs), data_kwargs, tmp_path, steps=5).trainer.datamodule
     assert data.trainer.fit_loop.epoch_loop.batch_progress.current.ready == 5
