@@ -1,5 +1,5 @@
 """How should a passage's s come from its windows'? Re-scores a trained RE's test questions under each
-`model.init_args.window_pooling`, without retraining.
+`model.window_pooling`, without retraining.
 
 An RE trained on 60-word windows scores a dev/test passage by pooling its windows' log-odds s
 (`rerag.models.estimator.pool_windows`). Taking the best window (MaxP) gives a 120-word passage three

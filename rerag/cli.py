@@ -238,8 +238,6 @@ def calibrate(
         device: cpu | cuda (default: cuda when available).
         trust_remote_code: allow model code from the model folder.
     """
-    from pathlib import Path
-
     from rerag.infer.calibration import calibrate_saved
 
     report, saved = calibrate_saved(
@@ -307,9 +305,6 @@ def compare(
         seed: the bootstrap's seed.
         out: write OUT.md and OUT.json (default: print only).
     """
-    import json
-    from pathlib import Path
-
     from rerag.infer.compare import compare as run
     from rerag.infer.compare import markdown
 

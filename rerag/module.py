@@ -5,7 +5,7 @@ decoding and metrics it calls live in their own files."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Literal, get_args
 
 import lightning as L
 import torch
@@ -14,7 +14,7 @@ from transformers import get_scheduler
 
 from erag.answers import exact_match, token_f1
 from erag.lm import BASE_ADAPTER, load_tokenizer
-from rerag.data.datamodule import first_contexts
+from rerag.data.datamodule import first_contexts, first_rows
 from rerag.decoding import marginalize_answers, top_k_per_question
 from rerag.defaults import TEST_TOP_K, VAL_TOP_K
 from rerag.losses import marginal_nll, pointwise_relevance, rerag_loss
@@ -52,12 +52,12 @@ def shared_base_models(
     generator): (RE model, generator model, RE adapter, generator adapter)."""
     if generator is not None and generator != estimator:
         raise ValueError(
-            "shared_base: the generator is the estimator's base model; set model.generator "
+            "model.shared_base: the generator is the estimator's base model; set model.generator "
             "to null (or to the estimator's spec)"
         )
     if estimator_lora is None or (generator_lora is None) != freeze_generator:
         raise ValueError(
-            "shared_base needs estimator_lora, and generator_lora unless freeze_generator "
+            "model.shared_base needs model.estimator_lora, and model.generator_lora unless freeze_generator "
             "(the frozen generator is then the base itself)"
         )
     adapters = {"re": estimator_lora} | ({} if freeze_generator else {"generator": generator_lora})
@@ -168,7 +168,7 @@ class RERAGModule(L.LightningModule):
             alpha_anchor: weight of BCE(sigmoid(s), has_answer), not in the paper (0: off); at least 0.
             kl_direction: generator_to_re = KL(Q_G || P_RE) (released code) or re_to_generator (eq. 10 as printed).
             teacher_temperature: Q_G = softmax_j(F / T) in L_re (1: eq. 9; above 1 softens the teacher, not in the paper); L_gen keeps F.
-            lr: AdamW's constant learning rate (paper 1e-4).
+            lr: AdamW's peak learning rate, the generator's where estimator_lr is set (paper 1e-4, constant).
             estimator_lr: the RE's own learning rate (None: lr).
             lr_schedule: constant (the paper), or linear or cosine decay to 0 at the run's last step (transformers' schedules).
             warmup_steps: optimizer steps of linear warm-up from 0 before the schedule (0: none).
@@ -193,7 +193,7 @@ class RERAGModule(L.LightningModule):
             gen_reduction: L_gen's reduction over a batch's questions: mean, or sum as the released code does.
             re_clamp: clamp RE_ij to [eps, 1 - eps] before the log-odds, as the released code does with 1e-5 (None: off).
             gradient_clip_per_model: clip the RE's and the generator's gradient norms each on its own to trainer.gradient_clip_val.
-            teacher_cache_dir: with freeze_generator, compute the teacher's F_ij of every training pair once and keep them in this folder.
+            teacher_cache_dir: with freeze_generator or teacher_steps > 0, compute the teacher's F_ij of every training pair once and keep them in this folder.
             teacher: any Hugging Face LM as the teacher (None: the frozen generator); needs teacher_cache_dir.
             teacher_tokenizer: the teacher's tokenizer (None: the teacher's name_or_path).
             teacher_template: the teacher's input text (None: generator_template).
@@ -220,17 +220,26 @@ class RERAGModule(L.LightningModule):
                 raise ValueError(f"model.{field}: must be at least {minimum}, got {self.hparams[field]}")
         if not teacher_temperature > 0:
             raise ValueError(f"model.teacher_temperature: must be positive, got {teacher_temperature}")
-        if marginalize_with not in ("re", "retriever"):
-            raise ValueError(f"marginalize_with must be 're' or 'retriever', got {marginalize_with!r}")
-        if lr_schedule not in LR_SCHEDULES:
-            raise ValueError(f"model.lr_schedule must be one of {sorted(LR_SCHEDULES)}, got {lr_schedule!r}")
-        if objective not in ("rerag", "pointwise"):
-            raise ValueError(f"model.objective must be 'rerag' or 'pointwise', got {objective!r}")
+        if re_clamp is not None and not 0 < re_clamp < 0.5:
+            raise ValueError(f"model.re_clamp: must be in (0, 0.5) or null, got {re_clamp}")
+        for field, allowed in (  # the CLI checks these Literals; a Python caller gets the same message
+            ("marginalize_with", ("re", "retriever")),
+            ("lr_schedule", tuple(LR_SCHEDULES)),
+            ("objective", ("rerag", "pointwise")),
+            ("gen_reduction", ("mean", "sum")),
+            ("kl_direction", ("generator_to_re", "re_to_generator")),
+            ("window_pooling", get_args(WindowPooling)),
+        ):
+            if self.hparams[field] not in allowed:
+                raise ValueError(f"model.{field} must be one of {list(allowed)}, got {self.hparams[field]!r}")
+        for field, spec in (("estimator", estimator), ("generator", generator), ("teacher", teacher)):
+            if spec is not None:
+                spec.check(f"model.{field}")
         if objective == "pointwise" and (marginalize_with == "retriever" or teacher_cache_dir is not None):
             raise ValueError("model.objective: pointwise trains the RE on labels alone: no generator, no teacher")
         if marginalize_with == "retriever" and freeze_generator:
             raise ValueError(
-                "marginalize_with: retriever trains the generator alone; freeze_generator would train nothing"
+                "model.marginalize_with: retriever trains the generator alone; freeze_generator would train nothing"
             )
         if teacher_cache_dir is None and teacher is not None:
             raise ValueError("model.teacher needs model.teacher_cache_dir: a teacher is only read through its cache")
@@ -542,10 +551,7 @@ class RERAGModule(L.LightningModule):
             )
         ]
         if retriever_baseline:
-            starts = (torch.cumsum(counts, 0) - counts).tolist()
-            by_retriever = [
-                torch.arange(start, start + min(n, top_k), device=s.device) for start, n in zip(starts, counts.tolist())
-            ]
+            by_retriever = [rows.to(s.device) for rows in first_rows(counts, top_k)]
             for result, (answer, _) in zip(results, self.answer(batch, by_retriever, batch["retriever_scores"])):
                 result["answer_retriever_order"] = answer
         return s, results

@@ -64,14 +64,21 @@ def long_contexts(record: dict, n_words: int) -> dict:
     return {"ctxs": [c for c in record["ctxs"] if len(c["text"].split()) >= n_words]}
 
 
+def first_rows(counts: torch.Tensor, depth: int) -> list[torch.Tensor]:
+    """Per question, the flattened rows of its first `depth` contexts (`counts`: each question's contexts)."""
+    starts = (torch.cumsum(counts, 0) - counts).tolist()
+    return [
+        torch.arange(start, start + min(n, depth), device=counts.device) for start, n in zip(starts, counts.tolist())
+    ]
+
+
 def first_contexts(batch: dict, depth: int) -> tuple[dict, torch.Tensor]:
     """An evaluation batch cut to the retriever's first `depth` contexts of each question (the
     flattened rows, their counts, every per-context field, and the RE's windows of the kept
     contexts), as if collated with `n_eval_contexts = depth`, and the kept rows' positions in the
     flattened input."""
     counts = batch["n_contexts"]
-    starts = (torch.cumsum(counts, 0) - counts).tolist()
-    rows = torch.cat([torch.arange(start, start + min(int(n), depth)) for start, n in zip(starts, counts.tolist())])
+    rows = torch.cat(first_rows(counts, depth))
     per_row = {name: batch[name][rows] for name in ("retriever_scores", "has_answer", "gold") if name in batch}
     encoded = {name: {key: value[rows] for key, value in batch[name].items()} for name in ("re", "gen")}
     if "re_window_of" in batch:  # the RE's rows are windows: keep those of the kept contexts, renumbered
@@ -262,7 +269,7 @@ class RERAGDataModule(L.LightningDataModule):
             if path is None:
                 if (stage, split) == ("fit", "val"):
                     continue  # fitting without validation
-                raise ValueError(f"stage '{stage}' needs data.{split}_file")
+                raise ValueError(f"stage '{stage}' needs data.init_args.{split}_file")
             records = load_fid_dataset(path, require_answers=split != "predict", skip_invalid=self.hparams.skip_invalid)
             if split == "train":
                 hp = self.hparams

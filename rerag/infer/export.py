@@ -51,7 +51,7 @@ def export(
             adapter = part.adapter or part.model.active_adapter
             if not part.model.peft_config[adapter].base_model_name_or_path:
                 raise ValueError(
-                    f"--adapters-only: the {name} was built from a config, not loaded from a name or "
+                    f"--adapters_only: the {name} was built from a config, not loaded from a name or "
                     "path, so its adapters have no base model to load; export it merged"
                 )
         else:

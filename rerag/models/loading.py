@@ -36,6 +36,15 @@ class ModelSpec:
     trust_remote_code: bool = False
     dtype: str | None = None
 
+    def check(self, field: str = "ModelSpec") -> None:
+        """A clear error, naming `field` (e.g. "model.estimator"), for a spec no model can be built from."""
+        if (self.name_or_path is None) == (self.config is None):
+            raise ValueError(f"{field}: needs exactly one of name_or_path and config, got {self}")
+        if self.dtype is not None and not isinstance(getattr(torch, self.dtype, None), torch.dtype):
+            raise ValueError(
+                f"{field}.dtype: {self.dtype!r} is not a torch dtype (e.g. bfloat16, float32; null: the checkpoint's)"
+            )
+
 
 # Lightning checkpoints keep hyperparameters; let `torch.load(weights_only=True)` rebuild these.
 torch.serialization.add_safe_globals([ModelSpec])
@@ -62,8 +71,7 @@ def architecture(spec: ModelSpec) -> dict[str, Any]:
 
 def build_model(spec: ModelSpec, tokenizer: PreTrainedTokenizerBase) -> PreTrainedModel:
     """Load `spec.name_or_path`, or build a randomly initialised model from `spec.config`, in train mode."""
-    if (spec.name_or_path is None) == (spec.config is None):
-        raise ValueError("ModelSpec needs exactly one of `name_or_path` or `config`")
+    spec.check()
     dtype = getattr(torch, spec.dtype) if spec.dtype else None
     if spec.name_or_path is not None:
         model = load_pretrained(spec.name_or_path, spec.trust_remote_code, dtype=dtype)

@@ -5,7 +5,7 @@ of chosen weight matrices and freeze everything else.
 full fine-tuning. With `shared_base`, the RE and the generator are two named adapters ("re",
 "generator") of one frozen base model: one copy of the base weights in memory. `rerag export`
 merges a model's adapter into its weights by default and writes the adapter alone with
-`--adapters-only`; `load_model_folder` reads either kind of folder.
+`--adapters_only`; `load_model_folder` reads either kind of folder.
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ import torch
 from erag.answers import exact_match
 from rerag.data.datamodule import RERAGDataModule
 from rerag.inputs import passage_windows
+from rerag.models.loading import ModelSpec
 from rerag.module import RERAGModule
 
 
@@ -367,9 +368,26 @@ def test_the_learning_rate_warms_up_then_decays_to_zero_at_the_last_step(module_
     assert rates.seen == pytest.approx([0.0, 5e-4, 1e-3, 8.536e-4, 5e-4, 1.464e-4], abs=1e-6)
 
 
-def test_an_unknown_learning_rate_schedule_is_a_clear_error(module_kwargs):
-    with pytest.raises(ValueError, match="model.lr_schedule"):
-        RERAGModule(**{**module_kwargs, "lr_schedule": "step"})
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("lr_schedule", "step"),
+        ("gen_reduction", "Sum"),  # would otherwise pass as a mean
+        ("kl_direction", "forward"),
+        ("window_pooling", "median"),  # would otherwise fail only at the first validation
+        ("re_clamp", 0.0),  # would otherwise fail at the first step (log 0)
+        ("re_clamp", 0.5),
+    ],
+)
+def test_a_setting_outside_its_choices_is_a_clear_error_before_any_model_loads(module_kwargs, field, value):
+    with pytest.raises(ValueError, match=rf"model\.{field}"):
+        RERAGModule(**{**module_kwargs, field: value})
+
+
+def test_a_bad_model_spec_is_a_clear_error_naming_its_field(module_kwargs):
+    bad = ModelSpec(config=module_kwargs["generator"].config, dtype="bfloat")
+    with pytest.raises(ValueError, match=r"model\.generator\.dtype: 'bfloat'"):
+        RERAGModule(**{**module_kwargs, "generator": bad})
 
 
 def test_a_teacher_temperature_not_above_zero_is_a_clear_error(module_kwargs):

@@ -164,3 +164,9 @@ def test_a_train_loader_iterated_after_fit_gives_the_whole_epoch(module_kwargs, 
     data = train(RERAGModule(**module_kwargs), data_kwargs, tmp_path, steps=5).trainer.datamodule
     assert data.trainer.fit_loop.epoch_loop.batch_progress.current.ready == 5
     assert len(list(data.train_dataloader())) == 12
+
+
+def test_a_stage_without_its_data_file_names_the_config_field(data_kwargs):
+    data = RERAGDataModule(**{**data_kwargs, "test_file": None})
+    with pytest.raises(ValueError, match=r"stage 'test' needs data\.init_args\.test_file"):
+        data.setup("test")

@@ -26,3 +26,21 @@ def test_architecture_of_a_saved_model_rebuilds_its_random_init(tmp_path, chat_t
     assert fresh.keys() == expected.keys()
     assert all(torch.equal(fresh[k], expected[k]) for k in expected)  # the same init, not the saved weights
     assert architecture(ModelSpec(config=shape)) == shape
+
+
+@pytest.mark.parametrize(
+    "spec, message",
+    [
+        (ModelSpec(), r"model\.estimator: needs exactly one of name_or_path and config"),
+        (ModelSpec(name_or_path="x", config=dict(TINY_T5)), r"model\.estimator: needs exactly one"),
+        (ModelSpec(config=dict(TINY_T5), dtype="bfloat"), r"model\.estimator\.dtype: 'bfloat' is not a torch dtype"),
+        (ModelSpec(config=dict(TINY_T5), dtype="Tensor"), r"model\.estimator\.dtype: 'Tensor' is not a torch dtype"),
+    ],
+)
+def test_a_spec_no_model_can_be_built_from_is_a_clear_error_naming_its_field(spec, message):
+    with pytest.raises(ValueError, match=message):
+        spec.check("model.estimator")
+
+
+def test_a_valid_spec_passes_its_check():
+    ModelSpec(config=dict(TINY_T5), dtype="bfloat16").check("model.estimator")
