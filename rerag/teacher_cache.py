@@ -5,8 +5,9 @@ F_ij = log P_G(a_i | q_i, c_j) (eq. 8) for every training (question, answer, con
 distribution Q_G = softmax_j(F_ij) that L_re distils (eq. 9-10) and the F that L_gen marginalizes
 (eq. 7). `build_teacher_scores` computes them once, in length-sorted batches, and `TeacherScores`
 keeps them in `<cache_dir>/<key>.pt`. The key is a hash of everything that decides them: the teacher
-(its name and the prompt it reads: template, lengths) and the training file's bytes, so a changed
-teacher, data file or prompt builds a new file and an unchanged one is read back.
+(its name, its weights and the prompt it reads: template, lengths), the training file's bytes and the
+data settings that pick the training contexts (`teacher_triple_settings`), so a changed teacher, data
+file, prompt or context choice builds a new file and an unchanged one is read back.
 
 With a `question_template` the teacher scores the question too: F_ij = log P_T(a_i | q_i, c_j) +
 log P_T(q_i | c_j) = log P_T(q_i, a_i | c_j), so Q_G = softmax_j(F_ij) is the posterior of the
