@@ -164,7 +164,7 @@ def test_shared_base_with_a_frozen_generator_trains_the_re_adapter_alone(
 
 
 def test_shared_base_settings_are_checked(causal_module_kwargs, llama_base):
-    with pytest.raises(ValueError, match="needs estimator_lora"):
+    with pytest.raises(ValueError, match="model.shared_base needs model.estimator_lora"):
         shared(causal_module_kwargs, llama_base, estimator_lora=None)
     with pytest.raises(ValueError, match="set model.generator to null"):
         shared(causal_module_kwargs, llama_base, generator=ModelSpec(config=TINY_LLAMA))
