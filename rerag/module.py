@@ -5,7 +5,7 @@ decoding and metrics it calls live in their own files."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal, get_args
+from typing import Literal, get_args, get_type_hints
 
 import lightning as L
 import torch
@@ -222,14 +222,16 @@ class RERAGModule(L.LightningModule):
             raise ValueError(f"model.teacher_temperature: must be positive, got {teacher_temperature}")
         if re_clamp is not None and not 0 < re_clamp < 0.5:
             raise ValueError(f"model.re_clamp: must be in (0, 0.5) or null, got {re_clamp}")
-        for field, allowed in (  # the CLI checks these Literals; a Python caller gets the same message
-            ("marginalize_with", ("re", "retriever")),
-            ("lr_schedule", tuple(LR_SCHEDULES)),
-            ("objective", ("rerag", "pointwise")),
-            ("gen_reduction", ("mean", "sum")),
-            ("kl_direction", ("generator_to_re", "re_to_generator")),
-            ("window_pooling", get_args(WindowPooling)),
+        choices = get_type_hints(RERAGModule.__init__)  # the CLI checks these Literals; a Python caller too
+        for field in (
+            "marginalize_with",
+            "lr_schedule",
+            "objective",
+            "gen_reduction",
+            "kl_direction",
+            "window_pooling",
         ):
+            allowed = get_args(choices[field])
             if self.hparams[field] not in allowed:
                 raise ValueError(f"model.{field} must be one of {list(allowed)}, got {self.hparams[field]!r}")
         for field, spec in (("estimator", estimator), ("generator", generator), ("teacher", teacher)):
