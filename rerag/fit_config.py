@@ -28,10 +28,23 @@ LINKED = (
 )
 
 
+def _trusts_remote_code(spec) -> bool:
+    """A parsed `ModelSpec` field's trust_remote_code: a plain group, a `class_path`/`init_args` one
+    (an optional spec), or None."""
+    return bool(getattr(getattr(spec, "init_args", spec), "trust_remote_code", False))
+
+
 class RERAGCLI(LightningCLI):
     def add_arguments_to_parser(self, parser) -> None:
         for name in LINKED:
             parser.link_arguments(f"model.{name}", f"data.init_args.{name}")
+        # The datamodule loads the same tokenizers as the models, so with the same trust in their code.
+        parser.link_arguments("model.estimator", "data.init_args.re_trust_remote_code", _trusts_remote_code)
+        parser.link_arguments(
+            ("model.shared_base", "model.estimator", "model.generator"),
+            "data.init_args.generator_trust_remote_code",
+            lambda shared, estimator, generator: _trusts_remote_code(estimator if shared else generator),
+        )
         parser.add_argument(
             "--test_after_fit",
             type=bool,

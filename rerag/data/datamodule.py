@@ -178,6 +178,8 @@ class RERAGDataModule(L.LightningDataModule):
         predict_file: str | None = None,
         re_tokenizer: str = "t5-base",
         generator_tokenizer: str = "t5-base",
+        re_trust_remote_code: bool = False,
+        generator_trust_remote_code: bool = False,
         re_template: str = DEFAULT_TEMPLATE,
         generator_template: str = DEFAULT_TEMPLATE,
         re_max_length: int = 256,
@@ -207,6 +209,10 @@ class RERAGDataModule(L.LightningDataModule):
             predict_file: FiD file of questions for `rerag predict` (answers optional).
             re_tokenizer: the RE's tokenizer (linked from model.re_tokenizer by the CLI).
             generator_tokenizer: the generator's tokenizer (linked from the model).
+            re_trust_remote_code: load the RE's tokenizer with its folder's code (linked from
+                model.estimator.trust_remote_code).
+            generator_trust_remote_code: the same for the generator's tokenizer (linked from the spec the
+                generator is built from: model.estimator with shared_base, else model.generator).
             re_template: the RE's input text (linked from the model).
             generator_template: the generator's input text (linked from the model).
             re_max_length: RE input tokens (linked from the model).
@@ -260,8 +266,9 @@ class RERAGDataModule(L.LightningDataModule):
         self._splits: dict[str, _Questions] = {}
 
     def setup(self, stage: str) -> None:
-        self.re_tok = load_tokenizer(self.hparams.re_tokenizer)
-        self.gen_tok = load_tokenizer(self.hparams.generator_tokenizer)
+        hp = self.hparams
+        self.re_tok = load_tokenizer(hp.re_tokenizer, hp.re_trust_remote_code)
+        self.gen_tok = load_tokenizer(hp.generator_tokenizer, hp.generator_trust_remote_code)
         stage = str(getattr(stage, "value", stage))
         wanted = {"fit": ["train", "val"], "validate": ["val"], "test": ["test"], "predict": ["predict"]}[stage]
         for split in wanted:
@@ -270,9 +277,8 @@ class RERAGDataModule(L.LightningDataModule):
                 if (stage, split) == ("fit", "val"):
                     continue  # fitting without validation
                 raise ValueError(f"stage '{stage}' needs data.init_args.{split}_file")
-            records = load_fid_dataset(path, require_answers=split != "predict", skip_invalid=self.hparams.skip_invalid)
+            records = load_fid_dataset(path, require_answers=split != "predict", skip_invalid=hp.skip_invalid)
             if split == "train":
-                hp = self.hparams
                 k = hp.n_train_contexts + hp.n_deep_contexts
                 if hp.skip_short_train_contexts:
                     records = records.map(

@@ -1,11 +1,17 @@
-"""rerag.fit_config: a bf16 precision on a CPU without bf16 instructions is flagged before the models load."""
+"""rerag.fit_config: a bf16 precision on a CPU without bf16 instructions is flagged before the models load;
+the datamodule takes the models' settings it shares."""
 
+import json
 import warnings
 
 import pytest
 from jsonargparse import Namespace
 
-from rerag.fit_config import cpu_computes_bf16, warn_emulated_bf16
+import rerag.data.datamodule as datamodule_module
+from erag.lm import load_tokenizer as real_load_tokenizer
+from rerag.fit_config import build_fit, cpu_computes_bf16, warn_emulated_bf16
+from tests.benchmarks.test_re_alone import write_config
+from tests.rerag.conftest import TINY_LLAMA, chat_tokenizer_dir, world_dir  # noqa: F401 (fixtures)
 
 
 @pytest.fixture
@@ -38,3 +44,36 @@ def test_float32_or_a_cpu_with_bf16_does_not_warn(cpuinfo, precision, flags):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         warn_emulated_bf16(Namespace(accelerator="cpu", precision=precision), cpuinfo(flags))
+
+
+@pytest.mark.parametrize(
+    "overrides, want",
+    [
+        ([], (False, False)),
+        (["--model.estimator.trust_remote_code", "true"], (True, True)),  # shared base: one spec for both
+        (["--model.shared_base", "false", "--model.generator", json.dumps({"config": TINY_LLAMA})], (False, False)),
+        (
+            [
+                "--model.shared_base",
+                "false",
+                "--model.generator",
+                json.dumps({"config": TINY_LLAMA, "trust_remote_code": True}),
+            ],
+            (False, True),
+        ),
+    ],
+)
+def test_the_datamodule_loads_each_tokenizer_with_its_models_trust_in_remote_code(
+    overrides, want, tmp_path, world_dir, chat_tokenizer_dir, monkeypatch
+):
+    loaded = []
+
+    def load_tokenizer(name, trust_remote_code=False):
+        loaded.append(trust_remote_code)
+        return real_load_tokenizer(name, trust_remote_code)
+
+    config = write_config(tmp_path / "tiny.yaml", world_dir, chat_tokenizer_dir)
+    datamodule = build_fit(["--config", str(config), *overrides]).datamodule
+    monkeypatch.setattr(datamodule_module, "load_tokenizer", load_tokenizer)
+    datamodule.setup("validate")
+    assert tuple(loaded) == want  # the RE's, then the generator's
