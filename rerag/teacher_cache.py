@@ -112,13 +112,8 @@ class TeacherScores:
     def save(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".{os.getpid()}.tmp")  # runs building one key at once write apart
-        saved = {
-            "version": CACHE_VERSION,
-            "key": self.key,
-            "scores": self.scores,
-            "question_scores": self.question_scores,
-        }
-        torch.save(saved, tmp)
+        # The cache's version is part of its key (`teacher_key`), so the file holds no second copy.
+        torch.save({"key": self.key, "scores": self.scores, "question_scores": self.question_scores}, tmp)
         tmp.replace(path)  # a run stopped mid-write leaves no half file under the real name
 
     @classmethod
