@@ -14,7 +14,7 @@ from lightning.pytorch.cli import LightningCLI
 
 from rerag.callbacks import ProgressLines
 from rerag.data.datamodule import RERAGDataModule
-from rerag.module import RERAGModule
+from rerag.module import RERAGModule, generator_spec
 
 #: Model settings the datamodule shares: it tokenizes with the models' own tokenizers and input settings.
 LINKED = (
@@ -43,7 +43,7 @@ class RERAGCLI(LightningCLI):
         parser.link_arguments(
             ("model.shared_base", "model.estimator", "model.generator"),
             "data.init_args.generator_trust_remote_code",
-            lambda shared, estimator, generator: _trusts_remote_code(estimator if shared else generator),
+            lambda *specs: _trusts_remote_code(generator_spec(*specs)),
         )
         parser.add_argument(
             "--test_after_fit",

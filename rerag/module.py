@@ -5,7 +5,7 @@ decoding and metrics it calls live in their own files."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal, get_args, get_type_hints
+from typing import Literal, get_args, get_origin, get_type_hints
 
 import lightning as L
 import torch
@@ -38,6 +38,12 @@ LR_SCHEDULES = {"constant": "constant_with_warmup", "linear": "linear", "cosine"
 
 #: Per-question answer scores of a result: EM and F1 of RE-RAG's answer and of the retriever-order one.
 ANSWER_SCORES = ("em", "f1", "em_retriever_order", "f1_retriever_order")
+
+
+def generator_spec(shared_base: bool, estimator, generator):
+    """The spec the generator is built from: with a shared base the estimator's (its own is unset).
+    Takes `ModelSpec`s, or their parsed config groups (the CLI links the datamodule's settings by it)."""
+    return estimator if shared_base else generator
 
 
 def shared_base_models(
@@ -222,17 +228,9 @@ class RERAGModule(L.LightningModule):
             raise ValueError(f"model.teacher_temperature: must be positive, got {teacher_temperature}")
         if re_clamp is not None and not 0 < re_clamp < 0.5:
             raise ValueError(f"model.re_clamp: must be in (0, 0.5) or null, got {re_clamp}")
-        choices = get_type_hints(RERAGModule.__init__)  # the CLI checks these Literals; a Python caller too
-        for field in (
-            "marginalize_with",
-            "lr_schedule",
-            "objective",
-            "gen_reduction",
-            "kl_direction",
-            "window_pooling",
-        ):
-            allowed = get_args(choices[field])
-            if self.hparams[field] not in allowed:
+        for field, hint in get_type_hints(RERAGModule.__init__).items():  # the CLI checks Literals; Python callers too
+            allowed = get_args(hint)
+            if get_origin(hint) is Literal and self.hparams[field] not in allowed:
                 raise ValueError(f"model.{field} must be one of {list(allowed)}, got {self.hparams[field]!r}")
         for field, spec in (("estimator", estimator), ("generator", generator), ("teacher", teacher)):
             if spec is not None:
@@ -264,7 +262,7 @@ class RERAGModule(L.LightningModule):
                 "reads the passage alone and then scores the question"
             )
         re_tok = load_tokenizer(re_tokenizer, estimator.trust_remote_code)
-        gen_spec = estimator if shared_base else generator
+        gen_spec = generator_spec(shared_base, estimator, generator)
         if gen_spec is None:
             raise ValueError("model.generator is needed unless shared_base is true")
         gen_tok = load_tokenizer(generator_tokenizer, gen_spec.trust_remote_code)
@@ -325,7 +323,7 @@ class RERAGModule(L.LightningModule):
         self.results: dict[str, list[dict]] = {"val": [], "test": []}  # per question, this process's share
         self.teacher_scores: TeacherScores | None = None  # set at fit start with teacher_cache_dir
         self.teacher_cache_key: str | None = None  # its file's name; a resumed run keeps the one it began with
-        self.teacher_spec = teacher or (estimator if shared_base else generator)
+        self.teacher_spec = teacher or gen_spec
 
     # ---- the frozen teacher's cache ------------------------------------------------------------
     def teacher_generator(self) -> tuple[Generator, dict]:
