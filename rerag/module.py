@@ -182,7 +182,7 @@ class RERAGModule(L.LightningModule):
             val_top_k: contexts the RE keeps for dev answers (paper 10); at least 1.
             test_top_k: contexts the RE (and the retriever baseline) keeps for test answers (paper 25); at least 1.
             num_beams: beams per context when generating (1: greedy).
-            score_batch_size: rows per RE forward pass at evaluation.
+            score_batch_size: rows per forward pass without gradients: the RE's at evaluation, the teacher's when it builds its cache.
             recall_ks: Recall@k cut-offs logged at evaluation.
             eval_depths: also rerank only the retriever's first d contexts (metrics <stage>/top<d>/...).
             kernel_backend: the true/false log-prob kernel: None (Triton on CUDA, else the reference), triton or reference.
@@ -373,7 +373,11 @@ class RERAGModule(L.LightningModule):
                     "since, so it cannot be rebuilt; restore the file or start the run again"
                 )
             scores = build_teacher_scores(
-                teacher, data.teacher_triples(), key=key, question_template=hp.teacher_question_template
+                teacher,
+                data.teacher_triples(),
+                batch_size=hp.score_batch_size,
+                key=key,
+                question_template=hp.teacher_question_template,
             )
             scores.save(path)
         self.trainer.strategy.barrier("teacher cache")

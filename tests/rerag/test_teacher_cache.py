@@ -242,6 +242,28 @@ def test_build_sorts_nothing_away(causal_module_kwargs):
     json.dumps(scores.scores)
 
 
+def test_the_cache_is_built_in_batches_of_score_batch_size_and_the_batch_does_not_change_f(
+    causal_module_kwargs, causal_data_kwargs, tmp_path, monkeypatch
+):
+    import rerag.module
+
+    sizes = []
+
+    def recording(*args, batch_size, **kwargs):
+        sizes.append(batch_size)
+        return build_teacher_scores(*args, batch_size=batch_size, **kwargs)
+
+    monkeypatch.setattr(rerag.module, "build_teacher_scores", recording)
+    module = fit({**causal_module_kwargs, "score_batch_size": 3}, causal_data_kwargs, tmp_path / "cache", tmp_path)
+    assert sizes == [3]
+    data = RERAGDataModule(**causal_data_kwargs)
+    data.setup("fit")
+    one_by_one = build_teacher_scores(module.generator, data.teacher_triples(), batch_size=1)
+    assert one_by_one.scores.keys() == module.teacher_scores.scores.keys()
+    for k, f in one_by_one.scores.items():  # padding in a batch of 3 leaves each row's F as it reads alone
+        assert f == pytest.approx(module.teacher_scores.scores[k], abs=1e-4)
+
+
 def test_a_first_teacher_stage_switches_to_joint_training_at_its_step(
     causal_module_kwargs, causal_data_kwargs, tmp_path
 ):
