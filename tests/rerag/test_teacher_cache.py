@@ -10,6 +10,7 @@ import pytest
 import torch
 from lightning.pytorch.callbacks import ModelCheckpoint
 
+import rerag.module
 from erag.lm import encode_answers, encode_prompts
 from rerag.data.datamodule import RERAGDataModule, word_window
 from rerag.inputs import fill
@@ -245,8 +246,6 @@ def test_build_sorts_nothing_away(causal_module_kwargs):
 def test_the_cache_is_built_in_batches_of_score_batch_size_and_the_batch_does_not_change_f(
     causal_module_kwargs, causal_data_kwargs, tmp_path, monkeypatch
 ):
-    import rerag.module
-
     sizes = []
 
     def recording(*args, batch_size, **kwargs):
