@@ -3,7 +3,7 @@
 An RE trained against a frozen teacher (`RERAGModule(freeze_generator=True)`) needs from it only
 F_ij = log P_G(a_i | q_i, c_j) (eq. 8) for every training (question, answer, context): the teacher's
 distribution Q_G = softmax_j(F_ij) that L_re distils (eq. 9-10) and the F that L_gen marginalizes
-(eq. 7). `build_teacher_scores` computes them once, in length-sorted batches, and `TeacherScores`
+(eq. 7). `build_teacher_scores` computes them once, in batches of one passage's rows, and `TeacherScores`
 keeps them in `<cache_dir>/<key>.pt`. The key is a hash of everything that decides them: the teacher
 (its name, its weights and the prompt it reads: template, lengths), the training file's bytes and the
 data settings that pick the training contexts (`teacher_triple_settings`), so a changed teacher, data
@@ -132,41 +132,52 @@ def build_teacher_scores(
 ) -> TeacherScores:
     """F for every distinct (question, answer, context) of `triples`, by `teacher` reading its own
     template (`teacher.template`, `teacher.max_length`); with `question_template` (a passage, no
-    question) plus log P_T(q | c) of the question read after it (module docstring). Rows are sorted
-    by prompt length so a batch pads little; the teacher is put in eval mode (no dropout) for the pass."""
-    answers: dict[str, tuple[str, str]] = {}
-    questions: dict[str, tuple[str, str]] = {}
+    question) plus log P_T(q | c) of the question read after it (module docstring). A batch holds
+    one context's rows, sorted by prompt length (`score_rows`); the teacher is put in eval mode (no
+    dropout) for the pass."""
+    answers: dict[str, tuple[str, str, str]] = {}
+    questions: dict[str, tuple[str, str, str]] = {}
     of_question: dict[str, str] = {}  # an entry's key -> its (question, context)'s key
+    head = teacher.template.split("{question}")[0]  # what one context's rows share (the passage, if it comes first)
     for question, answer, context in triples:
         entry = pair_key(question, answer, context)
-        answers.setdefault(entry, (fill(teacher.template, question, context), answer))
+        answers.setdefault(entry, (fill(teacher.template, question, context), answer, fill(head, "", context)))
         if question_template is not None:
             of_question[entry] = pair_key(question, "", context)
-            questions.setdefault(of_question[entry], (fill(question_template, "", context), question))
+            prompt = fill(question_template, "", context)
+            questions.setdefault(of_question[entry], (prompt, question, prompt))
     was_training = teacher.training
     teacher.eval()
     start = time.time()
-    scores = _logliks(teacher, answers, teacher.max_answer_length, batch_size, "teacher cache")
+    scores = score_rows(teacher, answers, teacher.max_answer_length, batch_size, "teacher cache")
     question_ll = {}
     if question_template is not None:
-        question_ll = _logliks(teacher, questions, MAX_QUESTION_TOKENS, batch_size, "teacher cache: questions")
+        question_ll = score_rows(teacher, questions, MAX_QUESTION_TOKENS, batch_size, "teacher cache: questions")
         scores = {entry: f + question_ll[of_question[entry]] for entry, f in scores.items()}
     teacher.train(was_training)
     print(f"teacher cache {key}: {len(scores)} F_ij in {time.time() - start:.0f} s", flush=True)
     return TeacherScores(scores, key, question_ll)
 
 
-def _logliks(
-    teacher: Generator, rows: dict[str, tuple[str, str]], max_target_tokens: int, batch_size: int, what: str
+def score_rows(
+    teacher: Generator, rows: dict[str, tuple[str, str, str]], max_target_tokens: int, batch_size: int, what: str
 ) -> dict[str, float]:
-    """log P_T(target | prompt) of each {key: (prompt, target)}, in batches sorted by prompt length."""
-    items = sorted(rows.items(), key=lambda item: len(item[1][0]))
+    """log P_T(target | prompt) of each {key: (prompt, target, group)}: a batch holds rows of one
+    group (the prompt's text before the question), sorted by prompt length. Each context's rows,
+    one per question that retrieved it, then share their prompt up to the question, which the
+    teacher runs once per batch on a CPU (`erag.lm.decoder_states`); BM25's top 20 of many questions
+    hold each passage many times."""
+    items = sorted(rows.items(), key=lambda item: (item[1][2], len(item[1][0])))
     device = next(teacher.parameters()).device
     out: dict[str, float] = {}
-    batches = [items[i : i + batch_size] for i in range(0, len(items), batch_size)]
+    batches, start = [], 0
+    for end in range(1, len(items) + 1):
+        if end == len(items) or end - start == batch_size or items[end][1][2] != items[start][1][2]:
+            batches.append(items[start:end])
+            start = end
     for chunk in progress(batches, what, unit="batches"):
-        prompts = encode_prompts(teacher.tokenizer, [p for _, (p, _) in chunk], teacher.max_length)
-        labels = encode_answers(teacher.tokenizer, [t for _, (_, t) in chunk], max_target_tokens)
+        prompts = encode_prompts(teacher.tokenizer, [p for _, (p, _, _) in chunk], teacher.max_length)
+        labels = encode_answers(teacher.tokenizer, [t for _, (_, t, _) in chunk], max_target_tokens)
         f = teacher.answer_loglik(
             prompts["input_ids"].to(device), prompts["attention_mask"].to(device), labels.to(device)
         )

@@ -263,6 +263,37 @@ def test_the_cache_is_built_in_batches_of_score_batch_size_and_the_batch_does_no
         assert f == pytest.approx(module.teacher_scores.scores[k], abs=1e-4)
 
 
+def test_a_cache_batch_holds_one_contexts_rows_and_sharing_their_prefix_leaves_f(
+    causal_module_kwargs, causal_data_kwargs
+):
+    """With the passage before the question, the teacher reads a batch of one context's rows (their
+    prompts alike up to the question), so the passage runs once per batch; F as each row reads
+    alone, the question's part included."""
+    kwargs = {**causal_module_kwargs, "generator_template": "Passage: {text}\nQuestion: {question}"}
+    teacher = RERAGModule(**kwargs | {"generator_max_length": 384}, freeze_generator=True).generator
+    data = RERAGDataModule(**causal_data_kwargs)
+    data.setup("fit")
+    triples = list(data.teacher_triples())
+    batches, score = [], teacher.answer_loglik
+
+    def recording(input_ids, attention_mask, labels):
+        prompts = teacher.tokenizer.batch_decode(input_ids, skip_special_tokens=True)
+        batches.append({p.split("Question:")[0] for p in prompts})  # the question part's prompts hold none
+        return score(input_ids, attention_mask, labels)
+
+    teacher.answer_loglik, teacher.share_prefix = recording, True
+    grouped = build_teacher_scores(teacher, triples, batch_size=8, question_template=QUESTION_TEMPLATE)
+    assert all(len(heads) == 1 for heads in batches)  # one passage per batch
+    assert len(batches) < len(triples) and len(set.union(*batches)) > 1
+    teacher.share_prefix = False
+    alone = build_teacher_scores(teacher, triples, batch_size=1, question_template=QUESTION_TEMPLATE)
+    assert alone.scores.keys() == grouped.scores.keys()
+    for k, f in alone.scores.items():
+        assert f == pytest.approx(grouped.scores[k], abs=1e-4)
+    for k, f in alone.question_scores.items():
+        assert f == pytest.approx(grouped.question_scores[k], abs=1e-4)
+
+
 def test_a_first_teacher_stage_switches_to_joint_training_at_its_step(
     causal_module_kwargs, causal_data_kwargs, tmp_path
 ):
