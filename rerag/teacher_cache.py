@@ -21,6 +21,7 @@ adds it, as the generator scored it before training, to the live generator's log
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 import time
@@ -170,11 +171,10 @@ def score_rows(
     items = sorted(rows.items(), key=lambda item: (item[1][2], len(item[1][0])))
     device = next(teacher.parameters()).device
     out: dict[str, float] = {}
-    batches, start = [], 0
-    for end in range(1, len(items) + 1):
-        if end == len(items) or end - start == batch_size or items[end][1][2] != items[start][1][2]:
-            batches.append(items[start:end])
-            start = end
+    batches = []
+    for _, group in itertools.groupby(items, key=lambda item: item[1][2]):
+        group = list(group)
+        batches += [group[i : i + batch_size] for i in range(0, len(group), batch_size)]
     for chunk in progress(batches, what, unit="batches"):
         prompts = encode_prompts(teacher.tokenizer, [p for _, (p, _, _) in chunk], teacher.max_length)
         labels = encode_answers(teacher.tokenizer, [t for _, (_, t, _) in chunk], max_target_tokens)
