@@ -514,14 +514,32 @@ class RERAGModule(L.LightningModule):
             return s
         return pool_windows(s, batch["re_window_of"], len(batch["retriever_scores"]), self.estimator.window_pooling)
 
-    def answer(self, batch: dict, kept: list[torch.Tensor], weights: torch.Tensor) -> list[tuple[str, float]]:
-        """Generate from each kept context and marginalize with softmax(weights) (eq. 6)."""
+    def answer(
+        self, batch: dict, kept: list[torch.Tensor], weights: torch.Tensor, generated: dict | None = None
+    ) -> list[tuple[str, float]]:
+        """Generate from each kept context and marginalize with softmax(weights) (eq. 6).
+        `generated` (a prompt's tokens -> its answer and log-likelihood) is shared by the calls over
+        one batch: a prompt the RE's and the retriever's top k both hold is generated once (greedy
+        or beam search gives it one answer; batched apart, bf16 padding could give two)."""
         rows = torch.cat(kept)
         gen = batch["gen"]
-        width = int(gen["attention_mask"][rows].sum(dim=1).max())
-        answers, loglik = self.generator.generate(
-            gen["input_ids"][rows, :width], gen["attention_mask"][rows, :width], num_beams=self.hparams.num_beams
-        )
+        generated = {} if generated is None else generated
+        prompts = [
+            tuple(ids[mask.bool()].tolist()) for ids, mask in zip(gen["input_ids"][rows], gen["attention_mask"][rows])
+        ]
+        new = {}  # each prompt not yet generated -> its first row
+        for row, prompt in zip(rows.tolist(), prompts):
+            if prompt not in generated:
+                new.setdefault(prompt, row)
+        if new:
+            new_rows = torch.tensor(list(new.values()), device=rows.device)
+            width = int(gen["attention_mask"][new_rows].sum(dim=1).max())
+            texts, logliks = self.generator.generate(
+                gen["input_ids"][new_rows, :width], gen["attention_mask"][new_rows, :width], self.hparams.num_beams
+            )
+            generated.update(zip(new, zip(texts, logliks.tolist())))
+        answers = [generated[p][0] for p in prompts]
+        loglik = torch.tensor([generated[p][1] for p in prompts], device=weights.device)
         out, start = [], 0
         for idx in kept:
             end = start + len(idx)
@@ -530,12 +548,19 @@ class RERAGModule(L.LightningModule):
         return out
 
     def read(
-        self, batch: dict, top_k: int, retriever_baseline: bool = False, s: torch.Tensor | None = None
+        self,
+        batch: dict,
+        top_k: int,
+        retriever_baseline: bool = False,
+        s: torch.Tensor | None = None,
+        generated: dict | None = None,
     ) -> tuple[torch.Tensor, list[dict]]:
         """The one pass over a batch: the RE's log-odds s of every flattened context (unless given),
         and one result per question, keyed by the record's id, with `index` (its dataset-wide
         position): the RE's top-k contexts, the eq. 6 answer over them, confidence = max_j RE_ij;
-        with `retriever_baseline`, also `answer_retriever_order` from the retriever's top-k and scores."""
+        with `retriever_baseline`, also `answer_retriever_order` from the retriever's top-k and scores.
+        `generated`: the answers already generated for this batch's prompts (`answer`)."""
+        generated = {} if generated is None else generated
         counts = batch["n_contexts"]
         s = self.relevance_scores(batch) if s is None else s
         kept = top_k_per_question(s, counts, top_k)
@@ -551,12 +576,13 @@ class RERAGModule(L.LightningModule):
                 "contexts": [{"id": flat[j]["id"], "re_score": s[j].item()} for j in idx.tolist()],
             }
             for qid, index, question, idx, (answer, logp) in zip(
-                batch["ids"], batch["index"].tolist(), batch["questions"], kept, self.answer(batch, kept, s)
+                batch["ids"], batch["index"].tolist(), batch["questions"], kept, self.answer(batch, kept, s, generated)
             )
         ]
         if retriever_baseline:
             by_retriever = [rows.to(s.device) for rows in first_rows(counts, top_k)]
-            for result, (answer, _) in zip(results, self.answer(batch, by_retriever, batch["retriever_scores"])):
+            by_retriever_answers = self.answer(batch, by_retriever, batch["retriever_scores"], generated)
+            for result, (answer, _) in zip(results, by_retriever_answers):
                 result["answer_retriever_order"] = answer
         return s, results
 
@@ -574,13 +600,14 @@ class RERAGModule(L.LightningModule):
         the first relevant context in the RE's and the retriever's order (`first_hit`; Recall@k is
         rank <= k)."""
         top_k = self.hparams.val_top_k if stage == "val" else self.hparams.test_top_k
-        s, results = self.read(batch, top_k, retriever_baseline=True)
+        generated = {}  # one generation per prompt across the reads below
+        s, results = self.read(batch, top_k, retriever_baseline=True, generated=generated)
         self.results[stage] += self._score(batch, s, results, stage)
         for depth in self.hparams.eval_depths:
             cut, rows = first_contexts(batch, depth)
             cut_s = s[rows.to(s.device)]
             # with depth >= top_k the retriever's top-k lies within its first d: its answer is the same
-            _, shallow = self.read(cut, top_k, retriever_baseline=depth < top_k, s=cut_s)
+            _, shallow = self.read(cut, top_k, retriever_baseline=depth < top_k, s=cut_s, generated=generated)
             if depth >= top_k:
                 for result, whole in zip(shallow, results):
                     result["answer_retriever_order"] = whole["answer_retriever_order"]

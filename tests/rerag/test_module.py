@@ -88,6 +88,29 @@ def test_shallower_lists_are_scored_as_if_the_data_held_only_them(module_kwargs,
     assert len(module.results["test"]) == len(module_d.results["test"])  # results: whole lists only
 
 
+def test_a_prompt_read_in_both_orders_and_depths_is_generated_once(module_kwargs, data_kwargs, tmp_path, monkeypatch):
+    # eval_depths [2] < test_top_k 3: BM25's top 2 lie in its top 3, and the RE's picks overlap BM25's,
+    # so a test batch asks for some prompts more than once; each is generated once, with the same answers
+    def run(share: bool):
+        module, data = make({**module_kwargs, "eval_depths": [2]}, data_kwargs)
+        prompts, generate, answer = [], module.generator.generate, RERAGModule.answer
+
+        def recording(input_ids, attention_mask, *args, **kwargs):
+            prompts.extend(tuple(ids[mask.bool()].tolist()) for ids, mask in zip(input_ids, attention_mask))
+            return generate(input_ids, attention_mask, *args, **kwargs)
+
+        monkeypatch.setattr(module.generator, "generate", recording)
+        if not share:  # each call on its own, as before answers were shared
+            monkeypatch.setattr(RERAGModule, "answer", lambda self, *a: answer(self, *a[:3]))
+        (metrics,) = trainer(tmp_path).test(module, datamodule=data)
+        monkeypatch.undo()
+        return metrics, prompts
+
+    (shared, once), (apart, each) = run(share=True), run(share=False)
+    assert len(once) == len(set(once)) == len(set(each)) < len(each)
+    assert shared == pytest.approx(apart, abs=1e-6)
+
+
 def test_a_passage_read_in_windows_gets_its_best_window_s(module_kwargs, data_kwargs):
     module, data = make(module_kwargs, {**data_kwargs, "eval_context_words": 8})
     data.setup("validate")

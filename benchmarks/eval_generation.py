@@ -1,0 +1,86 @@
+"""Evaluation seconds per question with one generation per prompt, against every read generating its own.
+
+A dev or test batch is read several times with the config's top k: the RE's top k, the retriever's
+top k (the F1 baseline) and, for each depth d of `eval_depths`, the RE's top k within the
+retriever's first d. These often hold the same contexts, and `RERAGModule.answer` now generates
+each prompt once per batch. This script times the module's evaluation step (`_evaluate`: the RE
+over every window, then the generations) on the same test batches both ways, alternating which
+runs first from batch to batch so that drifting load on a shared machine slows both alike, counts
+the rows generated, and the answers that differ between the two (bf16 batches padded apart).
+
+    python benchmarks/eval_generation.py --ckpt outputs/squad_smollm2_teacher/checkpoints/best.ckpt --batches 10
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+import torch
+
+from rerag.fit_config import build_fit
+from rerag.module import RERAGModule
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--config", type=Path, default=Path("configs/squad_smollm2_teacher.yaml"))
+    p.add_argument("--ckpt", type=Path, help="a checkpoint of the config's module (default: its untrained RE)")
+    p.add_argument("--batches", type=int, default=10, help="test batches timed (the config's eval_batch_size each)")
+    args = p.parse_args()
+    cli = build_fit(["--config", str(args.config), "--trainer.logger", "false"])
+    module, data = cli.model, cli.datamodule
+    if args.ckpt:
+        module.load_state_dict(torch.load(args.ckpt, map_location="cpu", weights_only=False)["state_dict"])
+    module.eval()
+    module.log_dict = lambda *a, **k: None  # no trainer runs its loop here
+    rows = {"shared": 0, "apart": 0}
+    generate = module.generator.generate
+
+    def counting(input_ids, *rest, **kwargs):
+        rows[way] += len(input_ids)
+        return generate(input_ids, *rest, **kwargs)
+
+    module.generator.generate = counting
+
+    def each_read_its_own(batch, kept, weights, generated=None):
+        return RERAGModule.answer(module, batch, kept, weights)  # as before: no `generated` shared
+
+    seconds = {"shared": 0.0, "apart": 0.0}
+    answers = {"shared": [], "apart": []}
+    data.setup("test")
+    loader = iter(data.test_dataloader())
+    questions = 0
+    with torch.inference_mode(), cli.trainer.precision_plugin.forward_context():
+        for i in range(args.batches):
+            batch = next(loader)
+            questions += len(batch["ids"])
+            for way in ("shared", "apart") if i % 2 == 0 else ("apart", "shared"):
+                if way == "apart":
+                    module.answer = each_read_its_own
+                else:
+                    vars(module).pop("answer", None)  # the class's answer
+                module.results["test"] = []
+                start = time.perf_counter()
+                module._evaluate(batch, "test")
+                seconds[way] += time.perf_counter() - start
+                answers[way] += [(r["answer"], r["answer_retriever_order"]) for r in module.results["test"]]
+    differ = sum(a != b for a, b in zip(answers["shared"], answers["apart"]))
+    print(
+        f"\nEvaluation step, {args.config.name}, {questions} test questions ({args.batches} batches), "
+        f"top k {module.hparams.test_top_k}, eval_depths {module.hparams.eval_depths}, "
+        f"{torch.get_num_threads()} threads\n"
+    )
+    print("| generation | rows generated per question | s per question | vs apart |")
+    print("|---|---|---|---|")
+    for way, name in (("apart", "each read its own rows"), ("shared", "one per prompt per batch")):
+        print(
+            f"| {name} | {rows[way] / questions:.2f} | {seconds[way] / questions:.2f} | "
+            f"{seconds['apart'] / seconds[way]:.2f}x |"
+        )
+    print(f"\nQuestions whose RE-order or retriever-order answer differs between the two: {differ} of {questions}")
+
+
+if __name__ == "__main__":
+    main()
