@@ -7,8 +7,13 @@ each prompt once per batch. This script times the module's evaluation step (`_ev
 over every window, then the generations) on the same test batches both ways, alternating which
 runs first from batch to batch so that drifting load on a shared machine slows both alike, counts
 the rows generated, and the answers that differ between the two (bf16 batches padded apart).
+With --results and --data it reads a finished test (top k 1) instead: the questions whose RE puts
+the retriever's first context first (one prompt for both answers), those among them whose two
+answers differ, and the rows a question needs when each prompt is generated once.
 
     python benchmarks/eval_generation.py --ckpt outputs/squad_smollm2_teacher/checkpoints/best.ckpt --batches 10
+    python benchmarks/eval_generation.py --results outputs/squad_smollm2_teacher/test_results.jsonl \\
+        --data data/squad/test.jsonl
 """
 
 from __future__ import annotations
@@ -19,8 +24,34 @@ from pathlib import Path
 
 import torch
 
+from rerag.data.fid_format import read_fid
 from rerag.fit_config import build_fit
+from rerag.infer.compare import load_results
 from rerag.module import RERAGModule
+
+
+def shared_first_picks(results: list[dict], records: dict[str, dict], depth: int) -> dict[str, float]:
+    """Over a finished test with top k 1 and `eval_depths` [depth]: the questions, those whose RE's first
+    pick is the retriever's first, those among them whose RE-order and retriever-order answers differ,
+    and the rows generated per question, 3 read apart (the RE's pick, the retriever's, the RE's within
+    the retriever's first `depth`) and at most this many once per prompt (a pick below `depth` counts
+    its shallow pick as a row of its own)."""
+    same = differ = within = 0
+    for r in results:
+        ids = [c["id"] for c in records[r["id"]]["ctxs"]]
+        pick = r["contexts"][0]["id"]
+        if pick == ids[0]:
+            same += 1
+            differ += r["answer"] != r["answer_retriever_order"]
+        within += pick in ids[:depth]
+    n = len(results)
+    return {
+        "questions": n,
+        "RE's first = retriever's first": same,
+        "of those, answers differ": differ,
+        "rows per question, apart": 3.0,
+        "rows per question, once per prompt (at most)": (n + (n - same) + (n - within)) / n,
+    }
 
 
 def main() -> None:
@@ -28,7 +59,20 @@ def main() -> None:
     p.add_argument("--config", type=Path, default=Path("configs/squad_smollm2_teacher.yaml"))
     p.add_argument("--ckpt", type=Path, help="a checkpoint of the config's module (default: its untrained RE)")
     p.add_argument("--batches", type=int, default=10, help="test batches timed (the config's eval_batch_size each)")
+    p.add_argument("--results", type=Path, help="a finished test's test_results.jsonl: count, do not time")
+    p.add_argument("--data", type=Path, help="the data file that test read (with --results)")
+    p.add_argument("--depth", type=int, default=4, help="its eval_depths (with --results)")
     args = p.parse_args()
+    if args.results:
+        records = {r["id"]: r for r in read_fid(args.data)}
+        counts = shared_first_picks(
+            list(load_results(args.results, ("contexts", "answer", "answer_retriever_order")).values()),
+            records,
+            args.depth,
+        )
+        print("| " + " | ".join(counts) + " |\n" + "|---" * len(counts) + "|")
+        print("| " + " | ".join(f"{v:.2f}" if isinstance(v, float) else str(v) for v in counts.values()) + " |")
+        return
     cli = build_fit(["--config", str(args.config), "--trainer.logger", "false"])
     module, data = cli.model, cli.datamodule
     if args.ckpt:
