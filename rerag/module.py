@@ -606,11 +606,8 @@ class RERAGModule(L.LightningModule):
         for depth in self.hparams.eval_depths:
             cut, rows = first_contexts(batch, depth)
             cut_s = s[rows.to(s.device)]
-            # with depth >= top_k the retriever's top-k lies within its first d: its answer is the same
-            _, shallow = self.read(cut, top_k, retriever_baseline=depth < top_k, s=cut_s, generated=generated)
-            if depth >= top_k:
-                for result, whole in zip(shallow, results):
-                    result["answer_retriever_order"] = whole["answer_retriever_order"]
+            # with depth >= top_k the retriever's top k lies within its first d: prompts generated above
+            _, shallow = self.read(cut, top_k, retriever_baseline=True, s=cut_s, generated=generated)
             self._score(cut, cut_s, shallow, f"{stage}_top{depth}")
 
     def _score(self, batch: dict, s: torch.Tensor, results: list[dict], metrics_key: str) -> list[dict]:
