@@ -35,6 +35,12 @@ from rerag.models.calibration import CALIBRATION_FILE, Calibration
 from rerag.models.folder import load_folder, save_folder
 from rerag.prompts import DEFAULT_TEMPLATE
 
+if not hasattr(kernels, "true_false_logprobs"):  # Hugging Face's `kernels` shares the import name
+    raise ImportError(
+        f"`import kernels` found {kernels.__file__}, not rerag's true/false kernels: uninstall Hugging Face's "
+        "`kernels` (pip uninstall kernels, then reinstall rerag); README, 'Known conflicts'"
+    )
+
 CONFIG_FILE = "rerag_estimator.json"
 
 

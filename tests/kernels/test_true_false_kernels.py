@@ -4,6 +4,7 @@ against the eager reference, plus dispatch, import without Triton, and the HF `k
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -267,3 +268,11 @@ def test_hf_kernels_not_detected():
     from transformers.utils.import_utils import is_kernels_available
 
     assert not is_kernels_available()
+
+
+def test_kernels_imports_as_this_projects_outside_the_checkout(tmp_path):
+    # From another folder (a user's script, the `rerag` script) no installed `kernels` shadows ours.
+    code = "import kernels, rerag.models.estimator; print(kernels.__file__)"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert Path(result.stdout.strip()).parent == Path(kernels.__file__).parent
