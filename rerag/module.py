@@ -4,6 +4,7 @@ decoding and metrics it calls live in their own files."""
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 from typing import Literal, get_args, get_origin, get_type_hints
 
@@ -35,6 +36,20 @@ from rerag.teacher_cache import (
 
 #: `lr_schedule` -> the transformers schedule it runs (a constant rate still warms up when warmup_steps > 0).
 LR_SCHEDULES = {"constant": "constant_with_warmup", "linear": "linear", "cosine": "cosine"}
+
+
+def schedule_factor(hparams, steps: int):
+    """transformers' `lr_schedule` with `warmup_steps` over `steps` optimizer steps, as the
+    step -> learning-rate factor that torch's LambdaLR takes (read off a one-parameter probe)."""
+    probe = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=1.0)
+    name = LR_SCHEDULES[hparams.lr_schedule]
+    return get_scheduler(name, probe, num_warmup_steps=hparams.warmup_steps, num_training_steps=steps).lr_lambdas[0]
+
+
+def after_step(start: int, factor, step: int) -> float:
+    """`factor` counted from optimizer step `start` (0 before it)."""
+    return factor(step - start) if step >= start else 0.0
+
 
 #: Per-question answer scores of a result: EM and F1 of RE-RAG's answer and of the retriever-order one.
 ANSWER_SCORES = ("em", "f1", "em_retriever_order", "f1_retriever_order")
@@ -100,6 +115,8 @@ class RERAGModule(L.LightningModule):
     the cache when `teacher_cache_dir` is set; then both train (eq. 12), a question template's term,
     cached from the generator as it started, still added to the live F. `train/teacher_margin`
     logs F(gold) - max F(other) by step (when the data has `gold`), to show whether the teacher stays sharp.
+    `generator_schedule_from_teacher_steps` runs the generator's learning-rate schedule over the joint
+    stage alone: one schedule over the run would have decayed the generator's rate before it trains.
 
     Evaluation reranks each question's whole list (the datamodule's `n_eval_contexts`) and, for
     every d in `eval_depths`, also only the retriever's first d (metrics `<stage>/top<d>/...`), so
@@ -140,6 +157,7 @@ class RERAGModule(L.LightningModule):
         shared_base: bool = False,
         freeze_generator: bool = False,
         teacher_steps: int = 0,
+        generator_schedule_from_teacher_steps: bool = False,
         gradient_checkpointing: bool = False,
         compile: CompileSetting = False,
         marginalize_with: Literal["re", "retriever"] = "re",
@@ -191,6 +209,7 @@ class RERAGModule(L.LightningModule):
             shared_base: RE and generator as two adapters ("re", "generator") of one frozen base.
             freeze_generator: train the RE alone against the fixed generator's likelihoods.
             teacher_steps: a first stage: for this many optimizer steps the generator stays as it starts and teaches the RE alone (from the teacher cache with teacher_cache_dir), then both train jointly (eq. 12). 0: joint from the start.
+            generator_schedule_from_teacher_steps: the generator's warm-up and decay (lr_schedule, warmup_steps) count from teacher_steps, over the joint stage alone, instead of from step 0 (the RE's still span the run; not in the paper).
             gradient_checkpointing: recompute activations in the backward pass (memory for time).
             compile: torch.compile the models' stacks (true, or a dict of torch.compile arguments).
             marginalize_with: re (the paper) or retriever (Table 6's baseline: the generator alone, weighted by the retriever's scores).
@@ -247,6 +266,8 @@ class RERAGModule(L.LightningModule):
             raise ValueError(
                 "model.teacher_steps is a first stage before joint training: it needs a generator that trains"
             )
+        if generator_schedule_from_teacher_steps and not teacher_steps:
+            raise ValueError("model.generator_schedule_from_teacher_steps needs model.teacher_steps > 0")
         if teacher_cache_dir is not None and not (freeze_generator or teacher_steps):
             raise ValueError(
                 "model.teacher_cache_dir needs freeze_generator: true or teacher_steps > 0 (a trained generator's F changes)"
@@ -477,23 +498,31 @@ class RERAGModule(L.LightningModule):
     def configure_optimizers(self):
         # The paper's setup: AdamW, constant learning rate, weight decay 1e-3 (`lr_schedule` may decay it);
         # `estimator_lr` (None: `lr`) gives the RE its own rate, e.g. a LoRA RE that learns slower than the generator.
+        hp = self.hparams
         trainable = [p for p in self.parameters() if p.requires_grad]
-        if self.hparams.estimator_lr is not None:  # else one group, as checkpoints from before the option hold
+        if hp.estimator_lr is not None or hp.generator_schedule_from_teacher_steps:
+            # else one group, as checkpoints from before the options hold
             re_params, generator_params = self.parameters_by_model()
+            re_lr = hp.lr if hp.estimator_lr is None else hp.estimator_lr
             trainable = [
                 group
-                for group in ({"params": re_params, "lr": self.hparams.estimator_lr}, {"params": generator_params})
+                for group in (
+                    {"params": re_params, "lr": re_lr, "name": "estimator"},
+                    {"params": generator_params, "name": "generator"},
+                )
                 if group["params"]
             ]
-        optimizer = torch.optim.AdamW(trainable, lr=self.hparams.lr, weight_decay=self.hparams.weight_decay)
-        if self.hparams.lr_schedule == "constant" and not self.hparams.warmup_steps:
+        optimizer = torch.optim.AdamW(trainable, lr=hp.lr, weight_decay=hp.weight_decay)
+        if hp.lr_schedule == "constant" and not hp.warmup_steps:
             return optimizer
-        scheduler = get_scheduler(
-            LR_SCHEDULES[self.hparams.lr_schedule],
-            optimizer,
-            num_warmup_steps=self.hparams.warmup_steps,
-            num_training_steps=self.trainer.estimated_stepping_batches,
-        )
+        total = self.trainer.estimated_stepping_batches
+        factors = []
+        for group in optimizer.param_groups:
+            if group.get("name") == "generator" and hp.generator_schedule_from_teacher_steps:
+                factors.append(partial(after_step, hp.teacher_steps, schedule_factor(hp, total - hp.teacher_steps)))
+            else:
+                factors.append(schedule_factor(hp, total))
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, factors)
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
 
     # ---- evaluation -----------------------------------------------------------------------

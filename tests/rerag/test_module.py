@@ -391,6 +391,30 @@ def test_the_learning_rate_warms_up_then_decays_to_zero_at_the_last_step(module_
     assert rates.seen == pytest.approx([0.0, 5e-4, 1e-3, 8.536e-4, 5e-4, 1.464e-4], abs=1e-6)
 
 
+def test_the_generator_schedule_can_count_from_the_joint_stage(module_kwargs, data_kwargs, tmp_path):
+    """generator_schedule_from_teacher_steps: the RE's rate warms up and decays over the run's 6 steps,
+    the generator's over the 4 joint steps after teacher_steps: 2."""
+    from lightning.pytorch.callbacks import Callback
+
+    class Rates(Callback):
+        def __init__(self):
+            self.seen = []
+
+        def on_train_batch_start(self, trainer, module, batch, batch_idx):
+            self.seen.append({g["name"]: g["lr"] for g in trainer.optimizers[0].param_groups})
+
+    kwargs = {"lr": 1e-3, "estimator_lr": 2e-3, "lr_schedule": "cosine", "warmup_steps": 2, "teacher_steps": 2}
+    module, data = make({**module_kwargs, **kwargs, "generator_schedule_from_teacher_steps": True}, data_kwargs)
+    rates = Rates()
+    trainer(tmp_path, max_steps=6, callbacks=[rates]).fit(module, datamodule=data)
+    run = [0.0, 0.5, 1.0, 0.8536, 0.5, 0.1464]  # warm-up 2, cosine over the 4 steps left
+    joint = [0.0, 0.0, 0.0, 0.5, 1.0, 0.5]  # nothing for 2 steps, then warm-up 2, cosine over the 2 left
+    assert [r["estimator"] for r in rates.seen] == pytest.approx([2e-3 * f for f in run], abs=1e-6)
+    assert [r["generator"] for r in rates.seen] == pytest.approx([1e-3 * f for f in joint], abs=1e-6)
+    with pytest.raises(ValueError, match="generator_schedule_from_teacher_steps"):
+        RERAGModule(**{**module_kwargs, "generator_schedule_from_teacher_steps": True})
+
+
 @pytest.mark.parametrize(
     "field, value",
     [
