@@ -54,6 +54,23 @@ class RERAGCLI(LightningCLI):
         # Always on: newline progress lines when stdout is a file (a scheduler's log), nothing on a terminal.
         parser.add_lightning_class_args(ProgressLines, "progress")
 
+    def _parse_ckpt_path(self) -> None:
+        # LightningCLI replaces the model's settings with a --ckpt_path checkpoint's hyperparameters,
+        # those the config or the command line set too (`rerag test --model.test_top_k 3` would test
+        # with the checkpoint's 1): say which ones, rather than ignore them silently.
+        subcommand = self.config.get("subcommand")
+        model = self.config[subcommand].get("model") if subcommand else None
+        before = model.as_dict() if model is not None else {}
+        super()._parse_ckpt_path()
+        replaced = replaced_settings(before, self.config[subcommand].model.as_dict()) if before else {}
+        if replaced:
+            listed = "; ".join(f"model.{k}: {v!r} -> {r!r}" for k, (v, r) in replaced.items())
+            warnings.warn(
+                f"--ckpt_path: the checkpoint's hyperparameters replace these settings of the config and "
+                f"command line: {listed}",
+                stacklevel=2,
+            )
+
     def before_instantiate_classes(self) -> None:
         config = self.config[self.subcommand] if self.subcommand else self.config
         check_data_files(config.data.init_args, self.subcommand or "fit")
@@ -67,6 +84,12 @@ class RERAGCLI(LightningCLI):
         ckpt = self.trainer.checkpoint_callback
         best = ckpt.best_model_path if ckpt is not None and getattr(ckpt, "best_model_path", "") else None
         self.trainer.test(self.model, datamodule=self.datamodule, ckpt_path=best)
+
+
+def replaced_settings(asked: dict, restored: dict) -> dict[str, tuple]:
+    """The model settings whose value in `asked` (the config and command line) differs from
+    `restored` (after a checkpoint's hyperparameters were applied): field -> (asked, restored)."""
+    return {k: (v, restored.get(k)) for k, v in asked.items() if k in restored and restored[k] != v}
 
 
 #: The data files each subcommand reads; a missing one stops it before any model is loaded.

@@ -1,15 +1,16 @@
 """rerag.fit_config: a bf16 precision on a CPU without bf16 instructions is flagged before the models load;
-the datamodule takes the models' settings it shares."""
+the datamodule takes the models' settings it shares; settings a checkpoint replaces are named."""
 
 import json
 import warnings
 
 import pytest
+import torch
 from jsonargparse import Namespace
 
 import rerag.data.datamodule as datamodule_module
 from erag.lm import load_tokenizer as real_load_tokenizer
-from rerag.fit_config import build_fit, cpu_computes_bf16, warn_emulated_bf16
+from rerag.fit_config import RERAGCLI, build_fit, cpu_computes_bf16, replaced_settings, run_cli, warn_emulated_bf16
 from tests.benchmarks.test_re_alone import write_config
 from tests.rerag.conftest import TINY_LLAMA, chat_tokenizer_dir, world_dir  # noqa: F401 (fixtures)
 
@@ -77,3 +78,25 @@ def test_the_datamodule_loads_each_tokenizer_with_its_models_trust_in_remote_cod
     monkeypatch.setattr(datamodule_module, "load_tokenizer", load_tokenizer)
     datamodule.setup("validate")
     assert tuple(loaded) == want  # the RE's, then the generator's
+
+
+def test_a_checkpoint_that_replaces_a_setting_of_the_command_line_says_which(
+    tmp_path, world_dir, chat_tokenizer_dir, monkeypatch
+):
+    """LightningCLI applies a --ckpt_path checkpoint's hyperparameters over the config and command line."""
+    config = write_config(tmp_path / "tiny.yaml", world_dir, chat_tokenizer_dir)
+    checkpoint = tmp_path / "best.ckpt"
+    torch.save({"hyper_parameters": {"test_top_k": 1, "lr": 0.01}}, checkpoint)
+
+    class Parsed(Exception):
+        pass
+
+    def stop(self):  # the parse is what is tested: no model is built
+        raise Parsed(self.config.test.model.test_top_k)
+
+    monkeypatch.setattr(RERAGCLI, "before_instantiate_classes", stop)
+    args = ["test", "--config", str(config), "--model.test_top_k", "3", "--ckpt_path", str(checkpoint)]
+    with pytest.warns(UserWarning, match=r"model\.test_top_k: 3 -> 1$"), pytest.raises(Parsed) as parsed:
+        run_cli(args)
+    assert parsed.value.args == (1,)  # the checkpoint's value is the one tested, and the warning says so
+    assert replaced_settings({"lr": 0.01, "test_top_k": 3}, {"lr": 0.01, "test_top_k": 1}) == {"test_top_k": (3, 1)}
