@@ -59,11 +59,11 @@ class RERAGCLI(LightningCLI):
         # those the config or the command line set too (`rerag test --model.test_top_k 3` would test
         # with the checkpoint's 1): say which ones, rather than ignore them silently.
         subcommand = self.config.get("subcommand")
-        model = self.config[subcommand].get("model") if subcommand else None
-        before = model.as_dict() if model is not None else {}
+        if not subcommand or not self.config[subcommand].get("ckpt_path"):
+            return super()._parse_ckpt_path()
+        asked = self.config[subcommand].model.as_dict()
         super()._parse_ckpt_path()
-        replaced = replaced_settings(before, self.config[subcommand].model.as_dict()) if before else {}
-        if replaced:
+        if replaced := replaced_settings(asked, self.config[subcommand].model.as_dict()):
             listed = "; ".join(f"model.{k}: {v!r} -> {r!r}" for k, (v, r) in replaced.items())
             warnings.warn(
                 f"--ckpt_path: the checkpoint's hyperparameters replace these settings of the config and "
@@ -89,7 +89,7 @@ class RERAGCLI(LightningCLI):
 def replaced_settings(asked: dict, restored: dict) -> dict[str, tuple]:
     """The model settings whose value in `asked` (the config and command line) differs from
     `restored` (after a checkpoint's hyperparameters were applied): field -> (asked, restored)."""
-    return {k: (v, restored.get(k)) for k, v in asked.items() if k in restored and restored[k] != v}
+    return {k: (v, restored[k]) for k, v in asked.items() if k in restored and restored[k] != v}
 
 
 #: The data files each subcommand reads; a missing one stops it before any model is loaded.
