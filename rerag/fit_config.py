@@ -56,14 +56,18 @@ class RERAGCLI(LightningCLI):
 
     def _parse_ckpt_path(self) -> None:
         # LightningCLI replaces the model's settings with a --ckpt_path checkpoint's hyperparameters,
-        # those the config or the command line set too (`rerag test --model.test_top_k 3` would test
-        # with the checkpoint's 1): say which ones, rather than ignore them silently.
+        # those the config or the command line set too. The settings that only shape evaluation are
+        # taken back from the config and command line (`rerag test --model.test_top_k 3` tests with 3);
+        # each other one replaced is named, rather than ignored silently.
         subcommand = self.config.get("subcommand")
         if not subcommand or not self.config[subcommand].get("ckpt_path"):
             return super()._parse_ckpt_path()
         asked = self.config[subcommand].model.as_dict()
         super()._parse_ckpt_path()
-        if replaced := replaced_settings(asked, self.config[subcommand].model.as_dict()):
+        replaced = replaced_settings(asked, self.config[subcommand].model.as_dict())
+        if kept := {k: asked[k] for k in replaced if k in EVALUATION_SETTINGS}:
+            self.config = self.parser.parse_object({subcommand: {"model": kept}}, self.config)
+        if replaced := {k: v for k, v in replaced.items() if k not in kept}:
             listed = "; ".join(f"model.{k}: {v!r} -> {r!r}" for k, (v, r) in replaced.items())
             warnings.warn(
                 f"--ckpt_path: the checkpoint's hyperparameters replace these settings of the config and "
@@ -84,6 +88,20 @@ class RERAGCLI(LightningCLI):
         ckpt = self.trainer.checkpoint_callback
         best = ckpt.best_model_path if ckpt is not None and getattr(ckpt, "best_model_path", "") else None
         self.trainer.test(self.model, datamodule=self.datamodule, ckpt_path=best)
+
+
+#: Model settings that shape evaluation, not the weights: with --ckpt_path the config's and command
+#: line's values hold over the checkpoint's.
+EVALUATION_SETTINGS = (
+    "val_top_k",
+    "test_top_k",
+    "num_beams",
+    "score_batch_size",
+    "recall_ks",
+    "eval_depths",
+    "window_pooling",
+    "kernel_backend",
+)
 
 
 def replaced_settings(asked: dict, restored: dict) -> dict[str, tuple]:

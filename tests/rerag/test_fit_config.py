@@ -1,5 +1,6 @@
 """rerag.fit_config: a bf16 precision on a CPU without bf16 instructions is flagged before the models load;
-the datamodule takes the models' settings it shares; settings a checkpoint replaces are named."""
+the datamodule takes the models' settings it shares; a checkpoint keeps its trained settings (each one
+replaced named) and takes the evaluation settings asked."""
 
 import json
 import warnings
@@ -80,23 +81,29 @@ def test_the_datamodule_loads_each_tokenizer_with_its_models_trust_in_remote_cod
     assert tuple(loaded) == want  # the RE's, then the generator's
 
 
-def test_a_checkpoint_that_replaces_a_setting_of_the_command_line_says_which(
+def test_a_checkpoint_keeps_its_trained_settings_by_name_and_takes_the_evaluation_ones_asked(
     tmp_path, world_dir, chat_tokenizer_dir, monkeypatch
 ):
-    """LightningCLI applies a --ckpt_path checkpoint's hyperparameters over the config and command line."""
+    """LightningCLI applies a --ckpt_path checkpoint's hyperparameters over the config and command line:
+    rerag takes back those that only shape evaluation and names the others replaced."""
     config = write_config(tmp_path / "tiny.yaml", world_dir, chat_tokenizer_dir)
     checkpoint = tmp_path / "best.ckpt"
-    torch.save({"hyper_parameters": {"test_top_k": 1, "lr": 0.01}}, checkpoint)
+    torch.save({"hyper_parameters": {"test_top_k": 1, "recall_ks": [1], "lr": 0.01}}, checkpoint)
 
     class Parsed(Exception):
         pass
 
     def stop(self):  # the parse is what is tested: no model is built
-        raise Parsed(self.config.test.model.test_top_k)
+        model = self.config.test.model
+        raise Parsed(model.test_top_k, model.recall_ks, model.lr)
 
     monkeypatch.setattr(RERAGCLI, "before_instantiate_classes", stop)
-    args = ["test", "--config", str(config), "--model.test_top_k", "3", "--ckpt_path", str(checkpoint)]
-    with pytest.warns(UserWarning, match=r"model\.test_top_k: 3 -> 1$"), pytest.raises(Parsed) as parsed:
-        run_cli(args)
-    assert parsed.value.args == (1,)  # the checkpoint's value is the one tested, and the warning says so
+    args = ["test", "--config", str(config), "--model.test_top_k", "3", "--model.lr", "0.5"]
+    args += ["--model.recall_ks", "[1,2]", "--ckpt_path", str(checkpoint)]
+    with pytest.warns(
+        UserWarning, match=r"replace these settings of the config and command line: model\.lr: 0\.5 -> 0\.01$"
+    ):
+        with pytest.raises(Parsed) as parsed:
+            run_cli(args)
+    assert parsed.value.args == (3, [1, 2], 0.01)  # evaluation as asked, the trained setting the checkpoint's
     assert replaced_settings({"lr": 0.01, "test_top_k": 3}, {"lr": 0.01, "test_top_k": 1}) == {"test_top_k": (3, 1)}
