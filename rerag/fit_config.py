@@ -51,6 +51,12 @@ class RERAGCLI(LightningCLI):
             default=False,
             help="after fit, run test on the best checkpoint (or the last weights)",
         )
+        parser.add_argument(
+            "--allow_emulated_bf16",
+            type=bool,
+            default=False,
+            help="keep a bf16 precision on a CPU without bf16 instructions (emulated: slower than the float32 run instead)",
+        )
         # Always on: newline progress lines when stdout is a file (a scheduler's log), nothing on a terminal.
         parser.add_lightning_class_args(ProgressLines, "progress")
 
@@ -78,7 +84,7 @@ class RERAGCLI(LightningCLI):
     def before_instantiate_classes(self) -> None:
         config = self.config[self.subcommand] if self.subcommand else self.config
         check_data_files(config.data.init_args, self.subcommand or "fit")
-        warn_emulated_bf16(config.trainer)
+        float32_where_bf16_is_emulated(config)
         if not sys.stdout.isatty():  # ProgressLines reports instead of the bar
             config.trainer.enable_progress_bar = False
 
@@ -139,20 +145,34 @@ def cpu_computes_bf16(cpuinfo: str | Path = "/proc/cpuinfo") -> bool | None:
     return "avx512_bf16" in flags or "amx_bf16" in flags
 
 
-def warn_emulated_bf16(trainer, cpuinfo: str | Path = "/proc/cpuinfo") -> None:
-    """Warn when a bf16 precision would run on a CPU without bf16 instructions: oneDNN then emulates
-    the bf16 matmuls, and the frozen-teacher RE's training step ran 2.6x slower than in float32 on one
-    such CPU (`benchmarks/re_teacher_speed.py`, BENCHMARKS.md)."""
+def float32_where_bf16_is_emulated(config, cpuinfo: str | Path = "/proc/cpuinfo") -> None:
+    """Switch a run on a CPU without bf16 instructions from a bf16 precision to float32: trainer
+    precision 32-true and the models' bf16 weights loaded as the checkpoint stores them, and warn saying
+    so. oneDNN emulates bf16 matmuls there: the frozen-teacher RE's training step ran 2.6x slower than
+    in float32 on an AVX512 CPU and 20x slower on an AVX2 one (`benchmarks/re_teacher_speed.py`,
+    BENCHMARKS.md). `allow_emulated_bf16` keeps bf16."""
+    trainer = config.trainer
     on_cpu = trainer.get("accelerator") == "cpu" or (
         trainer.get("accelerator") == "auto" and not torch.cuda.is_available()
     )
-    if on_cpu and str(trainer.get("precision")).startswith("bf16") and cpu_computes_bf16(cpuinfo) is False:
-        warnings.warn(
-            f"trainer.precision {trainer.get('precision')} on a CPU without bf16 instructions (no avx512_bf16 "
-            "or amx_bf16 in /proc/cpuinfo): bf16 is emulated here, slower than float32; for float32 pass "
-            "--trainer.precision 32-true --model.estimator.dtype null",
-            stacklevel=2,
-        )
+    precision = str(trainer.get("precision"))
+    if config.get("allow_emulated_bf16") or not (on_cpu and precision.startswith("bf16")):
+        return
+    if cpu_computes_bf16(cpuinfo) is not False:
+        return
+    trainer.precision = "32-true"
+    changed = [f"trainer.precision {precision} -> 32-true"]
+    for field in ("estimator", "generator", "teacher"):
+        spec = config.model.get(field)
+        spec = getattr(spec, "init_args", spec)
+        if spec is not None and str(spec.get("dtype")) in ("bfloat16", "float16"):
+            changed.append(f"model.{field}.dtype {spec.dtype} -> null")
+            spec.dtype = None
+    warnings.warn(
+        "a CPU without bf16 instructions (no avx512_bf16 or amx_bf16 in /proc/cpuinfo) emulates bf16, several "
+        f"times slower than float32: running in float32 ({'; '.join(changed)}); --allow_emulated_bf16 true keeps bf16",
+        stacklevel=2,
+    )
 
 
 #: No prefix abbreviations (`--trainer.max_step 10` is an error, not a silent `max_steps`); a parse

@@ -1,4 +1,4 @@
-"""rerag.fit_config: a bf16 precision on a CPU without bf16 instructions is flagged before the models load;
+"""rerag.fit_config: a bf16 precision on a CPU without bf16 instructions turns float32 before the models load;
 the datamodule takes the models' settings it shares; a checkpoint keeps its trained settings (each one
 replaced named) and takes the evaluation settings asked."""
 
@@ -11,7 +11,14 @@ from jsonargparse import Namespace
 
 import rerag.data.datamodule as datamodule_module
 from erag.lm import load_tokenizer as real_load_tokenizer
-from rerag.fit_config import RERAGCLI, build_fit, cpu_computes_bf16, replaced_settings, run_cli, warn_emulated_bf16
+from rerag.fit_config import (
+    RERAGCLI,
+    build_fit,
+    cpu_computes_bf16,
+    float32_where_bf16_is_emulated,
+    replaced_settings,
+    run_cli,
+)
 from tests.benchmarks.test_re_alone import write_config
 from tests.rerag.conftest import TINY_LLAMA, chat_tokenizer_dir, world_dir  # noqa: F401 (fixtures)
 
@@ -33,19 +40,38 @@ def test_bf16_instructions_are_read_from_the_cpu_flags(cpuinfo, tmp_path):
     assert cpu_computes_bf16(tmp_path / "absent") is None  # not Linux: unknown, no warning
 
 
-def test_bf16_on_a_cpu_without_it_warns_with_the_float32_overrides(cpuinfo):
-    trainer = Namespace(accelerator="cpu", precision="bf16-mixed")
-    with pytest.warns(UserWarning, match="--trainer.precision 32-true --model.estimator.dtype null"):
-        warn_emulated_bf16(trainer, cpuinfo(""))
+def run_config(precision: str, allow: bool = False) -> Namespace:
+    model = Namespace(estimator=Namespace(dtype="bfloat16"), generator=None, teacher=Namespace(dtype="float32"))
+    return Namespace(trainer=Namespace(accelerator="cpu", precision=precision), model=model, allow_emulated_bf16=allow)
+
+
+def test_bf16_on_a_cpu_without_it_runs_in_float32_and_says_so(cpuinfo):
+    config = run_config("bf16-mixed")
+    with pytest.warns(
+        UserWarning,
+        match=r"bf16-mixed -> 32-true; model\.estimator\.dtype bfloat16 -> null\); --allow_emulated_bf16 true",
+    ):
+        float32_where_bf16_is_emulated(config, cpuinfo(""))
+    assert config.trainer.precision == "32-true"
+    assert config.model.estimator.dtype is None  # a float32 precision over bf16 weights would still emulate
+    assert config.model.teacher.dtype == "float32"
 
 
 @pytest.mark.parametrize(
-    "precision, flags", [("32-true", ""), ("bf16-mixed", "avx512_bf16"), ("bf16-true", "amx_bf16")]
+    "precision, flags, allow",
+    [
+        ("32-true", "", False),
+        ("bf16-mixed", "avx512_bf16", False),
+        ("bf16-true", "amx_bf16", False),
+        ("bf16-mixed", "", True),
+    ],
 )
-def test_float32_or_a_cpu_with_bf16_does_not_warn(cpuinfo, precision, flags):
+def test_float32_a_cpu_with_bf16_or_the_switch_off_keeps_the_precision(cpuinfo, precision, flags, allow):
+    config = run_config(precision, allow)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        warn_emulated_bf16(Namespace(accelerator="cpu", precision=precision), cpuinfo(flags))
+        float32_where_bf16_is_emulated(config, cpuinfo(flags))
+    assert (config.trainer.precision, config.model.estimator.dtype) == (precision, "bfloat16")
 
 
 @pytest.mark.parametrize(
