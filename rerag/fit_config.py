@@ -147,7 +147,7 @@ def cpu_computes_bf16(cpuinfo: str | Path = "/proc/cpuinfo") -> bool | None:
 
 def float32_where_bf16_is_emulated(config, cpuinfo: str | Path = "/proc/cpuinfo") -> None:
     """Switch a run on a CPU without bf16 instructions from a bf16 precision to float32: trainer
-    precision 32-true and the models' bf16 weights loaded as the checkpoint stores them, and warn saying
+    precision 32-true and the models' bf16 weights loaded in float32 (`dtype` null), and warn saying
     so. oneDNN emulates bf16 matmuls there: the frozen-teacher RE's training step ran 2.6x slower than
     in float32 on an AVX512 CPU and 20x slower on an AVX2 one (`benchmarks/re_teacher_speed.py`,
     BENCHMARKS.md). `allow_emulated_bf16` keeps bf16."""
