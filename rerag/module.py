@@ -316,6 +316,8 @@ class RERAGModule(L.LightningModule):
             gen_model, gen_tok, max_answer_length, generator_template, generator_max_length, gen_adapter
         )
         compile_stacks(self.estimator, compile)
+        if compile:  # a merged copy of compiled stacks would not be the compiled model
+            self.estimator.merge_for_scoring = False
         if gen_model is not re_model:  # a shared base is compiled once
             compile_stacks(self.generator, compile)
         self.metrics = torch.nn.ModuleDict(
@@ -536,12 +538,13 @@ class RERAGModule(L.LightningModule):
         question_of = torch.repeat_interleave(torch.arange(len(counts)), counts.cpu())
         if "re_window_of" in batch:
             question_of = question_of[batch["re_window_of"].cpu()]
-        s = self.estimator.score_rows(
+        estimator = self.__dict__.get("scoring_estimator") or self.estimator
+        s = estimator.score_rows(
             re_inputs["input_ids"], re_inputs["attention_mask"], self.hparams.score_batch_size, question_of
         )
         if "re_window_of" not in batch:
             return s
-        return pool_windows(s, batch["re_window_of"], len(batch["retriever_scores"]), self.estimator.window_pooling)
+        return pool_windows(s, batch["re_window_of"], len(batch["retriever_scores"]), estimator.window_pooling)
 
     def answer(
         self, batch: dict, kept: list[torch.Tensor], weights: torch.Tensor, generated: dict | None = None
@@ -615,11 +618,32 @@ class RERAGModule(L.LightningModule):
                 result["answer_retriever_order"] = answer
         return s, results
 
+    def fix_scoring_estimator(self, fixed: bool) -> None:
+        """From the start of an evaluation epoch to its end the RE's weights stay fixed, so it scores
+        with `RelevanceEstimator.for_scoring` (on a CPU in float32, a copy with its adapter merged);
+        the copy is dropped at the end, before training moves the weights. Kept out of the module's
+        submodules, so out of checkpoints and `state_dict`."""
+        self.__dict__["scoring_estimator"] = self.estimator.for_scoring() if fixed else None
+
     def on_validation_epoch_start(self) -> None:
         self.results["val"] = []
+        self.fix_scoring_estimator(True)
 
     def on_test_epoch_start(self) -> None:
         self.results["test"] = []
+        self.fix_scoring_estimator(True)
+
+    def on_predict_epoch_start(self) -> None:
+        self.fix_scoring_estimator(True)
+
+    def on_validation_epoch_end(self) -> None:
+        self.fix_scoring_estimator(False)
+
+    def on_test_epoch_end(self) -> None:
+        self.fix_scoring_estimator(False)
+
+    def on_predict_epoch_end(self) -> None:
+        self.fix_scoring_estimator(False)
 
     def _evaluate(self, batch: dict, stage: str) -> None:
         """Metrics of one batch over its whole lists (`<stage>/...`) and over the retriever's first d

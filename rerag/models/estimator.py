@@ -33,6 +33,7 @@ from erag.lm import (
 from rerag.inputs import format_pairs, window_rows
 from rerag.models.calibration import CALIBRATION_FILE, Calibration
 from rerag.models.folder import load_folder, save_folder
+from rerag.models.lora import merged
 from rerag.prompts import DEFAULT_TEMPLATE
 
 if not hasattr(kernels, "true_false_logprobs"):  # Hugging Face's `kernels` shares the import name
@@ -97,7 +98,8 @@ class RelevanceEstimator(nn.Module):
 
     `share_prefix` (None: on a CPU only, `erag.lm.shares_prefix`): a decoder-only RE runs the prompt
     prefix its rows share (the chat template and the question) once (`erag.lm.decoder_states`);
-    False runs every row whole (the speed benchmarks' baseline)."""
+    False runs every row whole (the speed benchmarks' baseline). `merge_for_scoring` (None: on a CPU
+    with float32 weights only): `for_scoring` gives a copy with the LoRA adapter folded in."""
 
     def __init__(
         self,
@@ -127,6 +129,34 @@ class RelevanceEstimator(nn.Module):
         self.false_id = single_token_id(tokenizer, false_word)
         self.calibration: Calibration | None = None  # set by from_pretrained or `rerag calibrate`
         self.share_prefix: bool | None = None
+        self.merge_for_scoring: bool | None = None
+
+    def for_scoring(self) -> RelevanceEstimator:
+        """The RE to score with while its weights stay fixed (an evaluation epoch): this one, or, where
+        `merge_for_scoring` says so, a copy whose LoRA adapter is folded into a copy of the base
+        weights (`rerag.models.lora.merged`), which scores alike and runs no low-rank matmuls. Auto
+        (None) merges on a CPU where the weights are float32: there the merge is exact to float32
+        rounding, and the 420 small matmuls of an adapter on every linear layer of SmolLM2 cost
+        about 15% of its scoring time (1.18x faster merged, `benchmarks/merged_scoring.py`); in bf16 the merge would
+        round the adapter's update. The copy does not follow later training: make a new one."""
+        params = list(self.model.parameters())
+        auto = params[0].device.type == "cpu" and all(p.dtype == torch.float32 for p in params)
+        merge = auto if self.merge_for_scoring is None else self.merge_for_scoring
+        if not merge or not hasattr(self.model, "peft_config"):
+            return self
+        copy = RelevanceEstimator(
+            merged(self.model, self.adapter, shared=True).requires_grad_(False).eval(),
+            self.tokenizer,
+            self.true_word,
+            self.false_word,
+            self.template,
+            self.max_length,
+            None,
+            self.context_words,
+            self.window_pooling,
+        )
+        copy.share_prefix, copy.calibration = self.share_prefix, self.calibration
+        return copy
 
     def encode(self, questions: list[str], contexts: list[dict | str]) -> dict[str, torch.Tensor]:
         """Tokenize (question, context) pairs with the input template (`erag.lm.encode_prompts`,

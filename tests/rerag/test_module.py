@@ -440,3 +440,27 @@ def test_a_bad_model_spec_is_a_clear_error_naming_its_field(module_kwargs):
 def test_a_teacher_temperature_not_above_zero_is_a_clear_error(module_kwargs):
     with pytest.raises(ValueError, match="model.teacher_temperature"):
         RERAGModule(**{**module_kwargs, "teacher_temperature": 0.0})
+
+
+def test_evaluation_scores_with_the_re_adapter_merged_and_drops_the_copy(
+    causal_module_kwargs, causal_data_kwargs, tmp_path
+):
+    from rerag.models.lora import LoraSpec
+
+    lora = LoraSpec(r=2, dropout=0.0)
+    kwargs = {**causal_module_kwargs, "estimator_lora": lora, "generator_lora": lora, "shared_base": True}
+    module, data = make({**kwargs, "generator": None}, causal_data_kwargs)
+    for name, p in module.named_parameters():
+        if "lora_B" in name and ".re." in name:
+            torch.nn.init.normal_(p, std=0.5)
+    keys = set(module.state_dict())
+    scorers = []
+    for_scoring = module.estimator.for_scoring
+    module.estimator.for_scoring = lambda: scorers.append(for_scoring()) or scorers[-1]
+    (merged,) = trainer(tmp_path).validate(module, datamodule=data)
+    assert scorers and scorers[0] is not module.estimator  # the merged copy scored
+    assert module.__dict__["scoring_estimator"] is None and set(module.state_dict()) == keys
+    module.estimator.merge_for_scoring = False
+    (unmerged,) = trainer(tmp_path).validate(module, datamodule=data)
+    assert scorers[-1] is module.estimator
+    assert merged == pytest.approx(unmerged, abs=1e-6)

@@ -175,3 +175,32 @@ def test_causal_prompt_is_cut_inside_the_chat_template(causal_estimator):
 def test_causal_label_words_must_be_one_token_after_the_generation_prompt(causal_estimator):
     with pytest.raises(ValueError, match="single token as the first answer token"):
         RelevanceEstimator(causal_estimator.model, causal_estimator.tokenizer, true_word="truly relevant")
+
+
+def test_an_re_scores_alike_with_its_adapter_merged_for_scoring(chat_tokenizer_dir):
+    # A shared base with the RE's adapter and another: the copy folds in the RE's alone.
+    from rerag.models.lora import LoraSpec, add_adapters
+
+    tok = AutoTokenizer.from_pretrained(chat_tokenizer_dir)
+    torch.manual_seed(0)
+    spec = LoraSpec(r=2, dropout=0.0, target_modules=["q_proj", "v_proj", "down_proj"])
+    model = add_adapters(build_model(ModelSpec(config=TINY_LLAMA), tok), {"re": spec, "generator": spec}).eval()
+    for name, p in model.named_parameters():
+        if "lora_B" in name:  # B starts at zero: an untrained adapter changes nothing
+            torch.nn.init.normal_(p, std=0.5 if ".re." in name else 5.0)
+    est = RelevanceEstimator(model, tok, adapter="re", max_length=64)
+    pairs = [("where was Ana born?", "Ana was born in Soltha."), ("who keeps bees?", "bees")]
+    with torch.no_grad():
+        s = est.predict(pairs)
+        copy = est.for_scoring()  # float32 on a CPU: merged
+        assert copy is not est and not hasattr(copy.model, "peft_config")
+        torch.testing.assert_close(copy.predict(pairs), s, rtol=1e-5, atol=1e-5)
+        with est.model.disable_adapter():
+            assert (est.predict(pairs) - s).abs().max() > 1e-3  # the adapter matters
+        torch.testing.assert_close(est.predict(pairs), s)  # the original keeps its adapters
+    assert hasattr(est.model, "peft_config") and est.model.active_adapter == "re"
+    est.merge_for_scoring = False
+    assert est.for_scoring() is est
+    est.merge_for_scoring = None
+    est.model.to(torch.bfloat16)  # the merge would round the adapter's update: not merged
+    assert est.for_scoring() is est
