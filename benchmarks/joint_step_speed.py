@@ -25,10 +25,7 @@ they were measured; rows 8-9 are the config as it is, without it:
 10. 8 with the prompt prefix that a batch's rows share run once (`erag.lm.decoder_states`: the RE's
     rows of one question share the chat template and the question, the generator's the template
     and its instruction), as the models do now;
-11. 9 with the shared prefix run once;
-12. 10 with the generator's backward over the likely contexts only (`model.generator_grad_min_weight`
-    0.001: a context whose posterior weight in L_gen's gradient is below 0.001, and is not its
-    question's likeliest, is scored without autograd; the losses keep their values).
+11. 9 with the shared prefix run once.
 Rows 1-9 run every row whole, as they were measured (the models' `share_prefix = False`). Rows 1, 2,
 4-7, 9 and 11 run in float32, whatever the config's precision.
 
@@ -38,7 +35,6 @@ longest), seconds per question and the speed-up against 1.
     python benchmarks/joint_step_speed.py --questions 4
     python benchmarks/joint_step_speed.py --questions 4 --rows 1 3 8   # the baseline, bf16, no dropout
     python benchmarks/joint_step_speed.py --questions 3 --rows 1 9 11  # float32: the shared prefix
-    python benchmarks/joint_step_speed.py --questions 4 --rows 1 10 12  # bf16: the generator's backward
 """
 
 from __future__ import annotations
@@ -88,10 +84,6 @@ def settings() -> dict[str, tuple[list[str], dict]]:
         "the config, float32, no adapter dropout": (FLOAT32, whole),
         "the config, bf16, no adapter dropout, shared prefix (as shipped now)": (BF16, {}),
         "the config, float32, no adapter dropout, shared prefix": (FLOAT32, {}),
-        "the config as shipped, the generator's backward over contexts of posterior >= 0.001": (
-            BF16 + ["--model.generator_grad_min_weight", "0.001"],
-            {},
-        ),
     }
 
 
@@ -130,12 +122,7 @@ def main() -> None:
         cli.model.estimator.share_prefix = cli.model.generator.share_prefix = data_args.pop("share_prefix", True)
         base = {k: v for k, v in cli.datamodule.hparams.items() if not k.startswith("_")}  # not _class_path
         rows = batches(RERAGDataModule(**(base | data_args)), args.questions)
-        logged = []  # what the step logs about the generator's backward (no trainer here to take it)
-        cli.model.log = lambda name, value, **_: logged.append((name, float(value))) if "generator_" in name else None
         seconds = time_steps(cli.model, rows, cli.trainer.precision_plugin)
-        for name in dict(logged):
-            values = [v for n, v in logged if n == name]
-            print(f"{name}: {sum(values) / len(values):.4f}, mean over {len(values)} steps (warm-up included)")
         results[name] = (seconds, tokens(rows, "re"), tokens(rows, "gen"))
         print(name, results[name], flush=True)
 

@@ -31,13 +31,6 @@ def marginal_nll(
     return nll.sum() if reduction == "sum" else nll.mean()
 
 
-def marginal_posterior(s: torch.Tensor, answer_loglik: torch.Tensor) -> torch.Tensor:
-    """w_ij = P_RE(i, j) P_G(a_i | q_i, c_j) / sum_j' P_RE(i, j') P_G(a_i | q_i, c_j'): which context
-    produced the answer, given it. It is the weight of each F_ij in `marginal_nll`'s gradient
-    (dL_gen / dF_ij = -w_ij, per question), so a context with a small w_ij barely teaches the generator."""
-    return torch.softmax(torch.log_softmax(s.float(), dim=-1) + answer_loglik.float(), dim=-1)
-
-
 def relevance_log_odds(
     log_p_true: torch.Tensor, log_p_false: torch.Tensor, normalized: bool = True, clamp: float | None = None
 ) -> torch.Tensor:

@@ -18,7 +18,7 @@ from erag.lm import BASE_ADAPTER, load_tokenizer
 from rerag.data.datamodule import first_contexts, first_rows
 from rerag.decoding import marginalize_answers, top_k_per_question
 from rerag.defaults import TEST_TOP_K, VAL_TOP_K
-from rerag.losses import marginal_nll, marginal_posterior, pointwise_relevance, relevance_log_odds, rerag_loss
+from rerag.losses import marginal_nll, pointwise_relevance, rerag_loss
 from rerag.metrics import first_hit_rank, recall_at_k, teacher_margin
 from rerag.models.compilation import CompileSetting, compile_stacks
 from rerag.models.estimator import RelevanceEstimator, WindowPooling, pool_windows
@@ -166,7 +166,6 @@ class RERAGModule(L.LightningModule):
         gen_reduction: Literal["mean", "sum"] = "mean",
         re_clamp: float | None = None,
         gradient_clip_per_model: bool = False,
-        generator_grad_min_weight: float = 0.0,
         teacher_cache_dir: str | None = None,
         teacher: ModelSpec | None = None,
         teacher_tokenizer: str | None = None,
@@ -219,7 +218,6 @@ class RERAGModule(L.LightningModule):
             gen_reduction: L_gen's reduction over a batch's questions: mean, or sum as the released code does.
             re_clamp: clamp RE_ij to [eps, 1 - eps] before the log-odds, as the released code does with 1e-5 (None: off).
             gradient_clip_per_model: clip the RE's and the generator's gradient norms each on its own to trainer.gradient_clip_val.
-            generator_grad_min_weight: the generator's backward runs only over the contexts whose posterior weight (`marginal_posterior`: their weight in L_gen's gradient) is at least this, and each question's likeliest; the rest are scored without autograd, so every loss keeps its value (0: every context, the paper; not in the paper).
             teacher_cache_dir: with freeze_generator or teacher_steps > 0, compute the teacher's F_ij of every training pair once and keep them in this folder.
             teacher: any Hugging Face LM as the teacher (None: the frozen generator); needs teacher_cache_dir.
             teacher_tokenizer: the teacher's tokenizer (None: the teacher's name_or_path).
@@ -247,8 +245,6 @@ class RERAGModule(L.LightningModule):
                 raise ValueError(f"model.{field}: must be at least {minimum}, got {self.hparams[field]}")
         if not teacher_temperature > 0:
             raise ValueError(f"model.teacher_temperature: must be positive, got {teacher_temperature}")
-        if not 0 <= generator_grad_min_weight < 1:
-            raise ValueError(f"model.generator_grad_min_weight: must be in [0, 1), got {generator_grad_min_weight}")
         if re_clamp is not None and not 0 < re_clamp < 0.5:
             raise ValueError(f"model.re_clamp: must be in (0, 0.5) or null, got {re_clamp}")
         for field, hint in get_type_hints(RERAGModule.__init__).items():  # the CLI checks Literals; Python callers too
@@ -430,12 +426,11 @@ class RERAGModule(L.LightningModule):
             return losses["loss"]
         labels = batch["labels"].repeat_interleave(k, dim=0)
         frozen = self.hparams.freeze_generator or self.global_step < self.hparams.teacher_steps
-        pruned = not frozen and self.hparams.generator_grad_min_weight > 0  # autograd on chosen rows only, below
         if self.teacher_scores is not None and frozen:  # the frozen teacher's F, computed once at fit start
             answer_loglik = self.teacher_scores.lookup(batch["questions"], batch["targets"], batch["contexts"])
             answer_loglik = answer_loglik.to(self.device)
         else:
-            with torch.set_grad_enabled(not frozen and not pruned):
+            with torch.set_grad_enabled(not frozen):
                 answer_loglik = self.generator.answer_loglik(
                     batch["gen"]["input_ids"], batch["gen"]["attention_mask"], labels
                 ).view(b, k)
@@ -445,19 +440,10 @@ class RERAGModule(L.LightningModule):
                 answer_loglik = answer_loglik + question_loglik.to(answer_loglik)
         if self.hparams.marginalize_with == "retriever":  # RAG without the RE: the RE is not even run
             scores = batch["retriever_scores"].view(b, k).to(answer_loglik.device)
-            if pruned:
-                answer_loglik = self.generator_gradient_on_likely_contexts(batch, labels, scores, answer_loglik)
             losses = {"loss_gen": marginal_nll(scores, answer_loglik, self.hparams.gen_reduction)}
             losses["loss"] = losses["loss_gen"]
         else:
-            log_p_true, log_p_false = self.estimator.true_false_logprobs(
-                batch["re"]["input_ids"], batch["re"]["attention_mask"], backend=self.hparams.kernel_backend
-            )
-            log_p_true, log_p_false = log_p_true.view(b, k), log_p_false.view(b, k)
-            if pruned:
-                s = relevance_log_odds(log_p_true, log_p_false, self.hparams.normalize_re, self.hparams.re_clamp)
-                answer_loglik = self.generator_gradient_on_likely_contexts(batch, labels, s, answer_loglik)
-            losses = self.relevance_losses(batch, log_p_true, log_p_false, answer_loglik)
+            losses = self.relevance_losses(batch, answer_loglik)
         self.log_dict({f"train/{n}": v for n, v in losses.items()}, prog_bar=True, batch_size=b)
         if self.hparams.teacher_steps:
             self.log("train/teacher_stage", float(frozen), batch_size=b)
@@ -465,15 +451,16 @@ class RERAGModule(L.LightningModule):
             self.log("train/teacher_margin", margin, batch_size=b)
         return losses["loss"]
 
-    def relevance_losses(
-        self, batch: dict, log_p_true: torch.Tensor, log_p_false: torch.Tensor, answer_loglik: torch.Tensor
-    ) -> dict[str, torch.Tensor]:
-        """Eq. 12's losses with the module's weights, given the RE's log-probabilities and the
-        generator's F_ij, each [b, k] (F computed in the step, or the frozen teacher's, from its cache)."""
+    def relevance_losses(self, batch: dict, answer_loglik: torch.Tensor) -> dict[str, torch.Tensor]:
+        """The RE's forward pass and eq. 12's losses with the module's weights, given the
+        generator's F_ij [b, k] (computed in the step, or the frozen teacher's, from its cache)."""
         b, k = answer_loglik.shape
+        log_p_true, log_p_false = self.estimator.true_false_logprobs(
+            batch["re"]["input_ids"], batch["re"]["attention_mask"], backend=self.hparams.kernel_backend
+        )
         return rerag_loss(
-            log_p_true,
-            log_p_false,
+            log_p_true.view(b, k),
+            log_p_false.view(b, k),
             answer_loglik,
             self.hparams.alpha_re,
             self.hparams.alpha_tok,
@@ -485,27 +472,6 @@ class RERAGModule(L.LightningModule):
             self.hparams.re_clamp,
             self.hparams.teacher_temperature,
         )
-
-    def generator_gradient_on_likely_contexts(
-        self, batch: dict, labels: torch.Tensor, s: torch.Tensor, answer_loglik: torch.Tensor
-    ) -> torch.Tensor:
-        """F [b, k], scored without autograd, with the generator's gradient restored on the contexts
-        that carry L_gen's: those whose posterior weight w_ij (`marginal_posterior` of the marginal's
-        scores `s`) is at least `generator_grad_min_weight`, and each question's likeliest. Only L_gen
-        trains the generator (L_re reads F detached), through sum_j w_ij grad F_ij (eq. 7), so each
-        context left out changes that gradient by a term of weight below the threshold.
-        The chosen rows run the generator again, with autograd; F keeps the first pass's values."""
-        w = marginal_posterior(s.detach(), answer_loglik)
-        chosen = ((w >= self.hparams.generator_grad_min_weight) | (w == w.amax(dim=-1, keepdim=True))).flatten()
-        rows = chosen.nonzero().squeeze(1)
-        live = self.generator.answer_loglik(
-            batch["gen"]["input_ids"][rows], batch["gen"]["attention_mask"][rows], labels[rows]
-        )
-        b = len(answer_loglik)
-        self.log("train/generator_rows_backward", chosen.float().mean(), batch_size=b)  # share of the b x k rows
-        self.log("train/generator_weight_left_out", (w.flatten() * ~chosen).sum() / b, batch_size=b)  # per question
-        flat = answer_loglik.flatten()  # + (live - live.detach()): the first pass's value, live's gradient
-        return flat.index_put((rows,), flat[rows] + (live - live.detach()).to(flat)).view_as(answer_loglik)
 
     def estimator_parameters(self) -> list[torch.nn.Parameter]:
         """The trainable parameters of the RE: its own model's, or its adapter's on a shared base."""

@@ -9,7 +9,6 @@ import torch
 from erag.answers import exact_match
 from rerag.data.datamodule import RERAGDataModule
 from rerag.inputs import passage_windows
-from rerag.losses import marginal_nll, marginal_posterior
 from rerag.models.loading import ModelSpec
 from rerag.module import RERAGModule
 
@@ -331,49 +330,6 @@ def test_marginalizing_with_the_retriever_trains_the_generator_alone(module_kwar
         RERAGModule(**module_kwargs, marginalize_with="retriever", freeze_generator=True)
 
 
-def test_the_generator_backward_over_likely_contexts_keeps_the_loss_and_drops_only_unlikely_terms(
-    causal_module_kwargs, causal_data_kwargs
-):
-    """generator_grad_min_weight: the same losses and RE gradient as every context's backward, and the
-    generator's gradient of L_gen with the left-out contexts' F held fixed."""
-    threshold = 0.3  # of 4 contexts' posterior: some rows in, some out, on the tiny random models
-    grads, losses = [], []
-    for min_weight in (0.0, threshold):
-        module, data = make({**causal_module_kwargs, "generator_grad_min_weight": min_weight}, causal_data_kwargs)
-        data.setup("fit")
-        batch = next(iter(data.train_dataloader()))
-        loss = module.training_step(batch, 0)
-        loss.backward()
-        losses.append(loss.detach())
-        grads.append({n: p.grad.clone() for n, p in module.named_parameters() if p.grad is not None})
-    torch.testing.assert_close(losses[1], losses[0])
-    re_grads = [{n: g for n, g in gs.items() if n.startswith("estimator.")} for gs in grads]
-    assert re_grads[0] and re_grads[0].keys() == re_grads[1].keys()
-    for name in re_grads[0]:
-        torch.testing.assert_close(re_grads[1][name], re_grads[0][name], atol=1e-6, rtol=1e-4)
-
-    # by hand: every row with autograd, the F of rows below the threshold (not their question's likeliest) detached
-    module.zero_grad(set_to_none=True)
-    b, k = len(batch["questions"]), int(batch["n_contexts"][0])
-    labels = batch["labels"].repeat_interleave(k, dim=0)
-    f = module.generator.answer_loglik(batch["gen"]["input_ids"], batch["gen"]["attention_mask"], labels).view(b, k)
-    with torch.no_grad():
-        log_p_true, log_p_false = module.estimator.true_false_logprobs(
-            batch["re"]["input_ids"], batch["re"]["attention_mask"]
-        )
-        s = (log_p_true - log_p_false).view(b, k)
-        w = marginal_posterior(s, f)
-    chosen = (w >= threshold) | (w == w.amax(dim=-1, keepdim=True))
-    assert 0 < chosen.sum() < b * k
-    marginal_nll(s, torch.where(chosen, f, f.detach())).backward()
-    expected = {n: p.grad for n, p in module.named_parameters() if p.grad is not None}
-    generator_grads = {n: g for n, g in grads[1].items() if n.startswith("generator.")}
-    assert generator_grads.keys() == expected.keys()
-    for name, grad in generator_grads.items():
-        torch.testing.assert_close(grad, expected[name], atol=1e-6, rtol=1e-4)
-    assert any(not torch.allclose(grads[0][n], g, atol=1e-6, rtol=1e-4) for n, g in generator_grads.items())
-
-
 @pytest.mark.parametrize("per_model", [False, True])
 def test_gradients_are_clipped_per_model_when_asked(module_kwargs, per_model):
     module = RERAGModule(**module_kwargs, gradient_clip_per_model=per_model)
@@ -468,7 +424,6 @@ def test_the_generator_schedule_can_count_from_the_joint_stage(module_kwargs, da
         ("window_pooling", "median"),  # would otherwise fail only at the first validation
         ("re_clamp", 0.0),  # would otherwise fail at the first step (log 0)
         ("re_clamp", 0.5),
-        ("generator_grad_min_weight", 1.0),  # would otherwise train the generator on each question's likeliest only
     ],
 )
 def test_a_setting_outside_its_choices_is_a_clear_error_before_any_model_loads(module_kwargs, field, value):

@@ -66,9 +66,7 @@ def test_training_from_the_cache_gives_the_live_loss(causal_module_kwargs, causa
         labels = batch["labels"].repeat_interleave(k, dim=0)
         live_f = module.generator.answer_loglik(batch["gen"]["input_ids"], batch["gen"]["attention_mask"], labels)
         cached_f = module.teacher_scores.lookup(batch["questions"], batch["targets"], batch["contexts"])
-        re = module.estimator.true_false_logprobs(batch["re"]["input_ids"], batch["re"]["attention_mask"])
-        log_p = [x.view(b, k) for x in re]
-        live, cached = (module.relevance_losses(batch, *log_p, f.view(b, k))["loss"] for f in (live_f, cached_f))
+        live, cached = (module.relevance_losses(batch, f.view(b, k))["loss"] for f in (live_f, cached_f))
     assert torch.allclose(cached_f.view(-1), live_f, atol=1e-5)
     assert torch.allclose(live, cached, atol=1e-5)
 
@@ -140,7 +138,7 @@ def test_after_a_first_stage_the_questions_cached_likelihood_stays_in_f(
     module, seen = RERAGModule(**kwargs), []
     losses = module.relevance_losses
 
-    def record(batch, log_p_true, log_p_false, answer_loglik):
+    def record(batch, answer_loglik):
         b, k = answer_loglik.shape
         cache = module.teacher_scores
         with torch.no_grad():
@@ -149,7 +147,7 @@ def test_after_a_first_stage_the_questions_cached_likelihood_stays_in_f(
             question = cache.question_lookup(batch["questions"], batch["contexts"])
         cached = cache.lookup(batch["questions"], batch["targets"], batch["contexts"])
         seen.append((module.global_step, answer_loglik.detach(), cached, live.view(b, k) + question, question))
-        return losses(batch, log_p_true, log_p_false, answer_loglik)
+        return losses(batch, answer_loglik)
 
     module.relevance_losses = record
     train(module, causal_data_kwargs, tmp_path, steps=3)
