@@ -44,6 +44,7 @@ from pathlib import Path
 
 import torch
 from re_teacher_speed import BF16, FLOAT32, LONG_GEN, LONG_RE, batches, build, time_steps
+from re_teacher_speed import DROPOUT as RE_DROPOUT
 
 from rerag.data.datamodule import RERAGDataModule
 
@@ -61,7 +62,7 @@ EARLIER_PROMPTS = {
 EARLIER_GEN = ["--model.generator_lora.target_modules", "[q_proj, k_proj, v_proj, o_proj]"]
 EARLIER_GEN += ["--model.generator_lora.layers_to_transform", TOP_8]
 EARLIER_WORDS = ["--model.true_word", "true", "--model.false_word", "false"]
-DROPOUT = ["--model.estimator_lora.dropout", "0.05", "--model.generator_lora.dropout", "0.05"]
+DROPOUT = RE_DROPOUT + ["--model.generator_lora.dropout", "0.05"]  # both adapters' dropout before the speed work
 
 
 def settings() -> dict[str, tuple[list[str], dict]]:
