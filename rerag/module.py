@@ -51,6 +51,11 @@ def after_step(start: int, factor, step: int) -> float:
     return factor(step - start) if step >= start else 0.0
 
 
+def before_step(end: int, factor, step: int) -> float:
+    """`factor` until optimizer step `end` (0 from it on)."""
+    return factor(step) if step < end else 0.0
+
+
 #: Per-question answer scores of a result: EM and F1 of RE-RAG's answer and of the retriever-order one.
 ANSWER_SCORES = ("em", "f1", "em_retriever_order", "f1_retriever_order")
 
@@ -70,7 +75,8 @@ def shared_base_models(
     tokenizer,
 ):
     """One base model from `estimator` with adapters "re" and "generator" (or the bare base as a frozen
-    generator): (RE model, generator model, RE adapter, generator adapter)."""
+    generator): (RE model, generator model, RE adapter, generator adapter). `freeze_generator`: the
+    generator never trains."""
     if generator is not None and generator != estimator:
         raise ValueError(
             "model.shared_base: the generator is the estimator's base model; set model.generator "
@@ -117,6 +123,9 @@ class RERAGModule(L.LightningModule):
     logs F(gold) - max F(other) by step (when the data has `gold`), to show whether the teacher stays sharp.
     `generator_schedule_from_teacher_steps` runs the generator's learning-rate schedule over the joint
     stage alone: one schedule over the run would have decayed the generator's rate before it trains.
+    `generator_steps` puts a stage before a frozen-teacher run: the generator's adapter first learns
+    to answer, marginalized with the retriever's scores, then reads at dev and test; the RE's teacher
+    is still the base as the run began.
 
     Evaluation reranks each question's whole list (the datamodule's `n_eval_contexts`) and, for
     every d in `eval_depths`, also only the retriever's first d (metrics `<stage>/top<d>/...`), so
@@ -156,6 +165,7 @@ class RERAGModule(L.LightningModule):
         generator_lora: LoraSpec | None = None,
         shared_base: bool = False,
         freeze_generator: bool = False,
+        generator_steps: int = 0,
         teacher_steps: int = 0,
         generator_schedule_from_teacher_steps: bool = False,
         gradient_checkpointing: bool = False,
@@ -208,6 +218,7 @@ class RERAGModule(L.LightningModule):
             generator_lora: LoRA adapters for the generator (None: full fine-tuning, or none when frozen).
             shared_base: RE and generator as two adapters ("re", "generator") of one frozen base.
             freeze_generator: train the RE alone against the fixed generator's likelihoods.
+            generator_steps: with freeze_generator, a first stage (not in the paper): for this many optimizer steps the generator (its LoRA adapter) trains alone, L_gen marginalized with the retriever's scores (Table 6's baseline), learning to answer; then it stays fixed and reads at dev and test while the RE trains. The RE's teacher stays the base (adapters off). 0: the generator never trains.
             teacher_steps: a first stage: for this many optimizer steps the generator stays as it starts and teaches the RE alone (from the teacher cache with teacher_cache_dir), then both train jointly (eq. 12). 0: joint from the start.
             generator_schedule_from_teacher_steps: the generator's warm-up and decay (lr_schedule, warmup_steps) count from teacher_steps, over the joint stage alone, instead of from step 0 (the RE's still span the run; not in the paper).
             gradient_checkpointing: recompute activations in the backward pass (memory for time).
@@ -237,6 +248,7 @@ class RERAGModule(L.LightningModule):
             ("alpha_tok", 0),
             ("alpha_anchor", 0),
             ("teacher_steps", 0),
+            ("generator_steps", 0),
             ("warmup_steps", 0),
             ("lr", 0),
             ("weight_decay", 0),
@@ -266,6 +278,11 @@ class RERAGModule(L.LightningModule):
             raise ValueError(
                 "model.teacher_steps is a first stage before joint training: it needs a generator that trains"
             )
+        if generator_steps and not (freeze_generator and (generator_lora is not None or not shared_base)):
+            raise ValueError(
+                "model.generator_steps trains the generator before the RE trains against the frozen teacher: it "
+                "needs freeze_generator: true (and with shared_base a generator_lora, the adapter that trains)"
+            )
         if generator_schedule_from_teacher_steps and not teacher_steps:
             raise ValueError("model.generator_schedule_from_teacher_steps needs model.teacher_steps > 0")
         if teacher_cache_dir is not None and not (freeze_generator or teacher_steps):
@@ -289,13 +306,13 @@ class RERAGModule(L.LightningModule):
         gen_tok = load_tokenizer(generator_tokenizer, gen_spec.trust_remote_code)
         if shared_base:
             re_model, gen_model, re_adapter, gen_adapter = shared_base_models(
-                estimator, generator, estimator_lora, generator_lora, freeze_generator, re_tok
+                estimator, generator, estimator_lora, generator_lora, freeze_generator and not generator_steps, re_tok
             )
         else:  # with a LoraSpec only the adapters train (base weights frozen); None = full fine-tuning
             re_model = add_lora(build_model(estimator, re_tok), estimator_lora)
             gen_model = add_lora(build_model(generator, gen_tok), generator_lora)
             re_adapter = gen_adapter = None
-            if freeze_generator:
+            if freeze_generator and not generator_steps:
                 gen_model.requires_grad_(False)
         for model in {id(m): m for m in (re_model, gen_model)}.values():
             if gradient_checkpointing:
@@ -351,14 +368,16 @@ class RERAGModule(L.LightningModule):
     # ---- the frozen teacher's cache ------------------------------------------------------------
     def teacher_generator(self) -> tuple[Generator, dict]:
         """The teacher that scores F_ij for the cache, and what identifies it: the frozen generator
-        (the shared base with adapters off, or the generator model), or `teacher`, any Hugging Face
-        LM loaded here. Either reads `teacher_template` (None: the generator's template)."""
+        (the shared base with adapters off, or the generator model; with `generator_steps` its adapters
+        off, so the teacher is the one the run began with), or `teacher`, any Hugging Face LM loaded
+        here. Either reads `teacher_template` (None: the generator's template)."""
         hp = self.hparams
         template = hp.teacher_template or hp.generator_template
         spec = self.teacher_spec
         if hp.teacher is None:
             g = self.generator
-            teacher = Generator(g.model, g.tokenizer, g.max_answer_length, template, g.max_length, g.adapter)
+            adapter = BASE_ADAPTER if hp.generator_steps else g.adapter
+            teacher = Generator(g.model, g.tokenizer, g.max_answer_length, template, g.max_length, adapter)
             tokenizer_name = hp.generator_tokenizer
         else:
             tokenizer_name = hp.teacher_tokenizer or spec.name_or_path
@@ -425,7 +444,9 @@ class RERAGModule(L.LightningModule):
             self.log_dict({f"train/{n}": v for n, v in losses.items()}, prog_bar=True, batch_size=b)
             return losses["loss"]
         labels = batch["labels"].repeat_interleave(k, dim=0)
-        frozen = self.hparams.freeze_generator or self.global_step < self.hparams.teacher_steps
+        hp = self.hparams
+        generator_stage = self.global_step < hp.generator_steps
+        frozen = (hp.freeze_generator and not generator_stage) or self.global_step < hp.teacher_steps
         if self.teacher_scores is not None and frozen:  # the frozen teacher's F, computed once at fit start
             answer_loglik = self.teacher_scores.lookup(batch["questions"], batch["targets"], batch["contexts"])
             answer_loglik = answer_loglik.to(self.device)
@@ -434,19 +455,21 @@ class RERAGModule(L.LightningModule):
                 answer_loglik = self.generator.answer_loglik(
                     batch["gen"]["input_ids"], batch["gen"]["attention_mask"], labels
                 ).view(b, k)
-            if self.hparams.teacher_question_template is not None:  # after teacher_steps: the first stage's
-                # log P(q | c), fixed, plus the live log P_G(a | q, c), so the target keeps its question term
+            if hp.teacher_question_template is not None and not generator_stage:  # after teacher_steps: the
+                # first stage's log P(q | c), fixed, plus the live log P_G(a | q, c), so the target keeps its question term
                 question_loglik = self.teacher_scores.question_lookup(batch["questions"], batch["contexts"])
                 answer_loglik = answer_loglik + question_loglik.to(answer_loglik)
-        if self.hparams.marginalize_with == "retriever":  # RAG without the RE: the RE is not even run
+        if hp.marginalize_with == "retriever" or generator_stage:  # RAG without the RE: the RE is not even run
             scores = batch["retriever_scores"].view(b, k).to(answer_loglik.device)
-            losses = {"loss_gen": marginal_nll(scores, answer_loglik, self.hparams.gen_reduction)}
+            losses = {"loss_gen": marginal_nll(scores, answer_loglik, hp.gen_reduction)}
             losses["loss"] = losses["loss_gen"]
         else:
             losses = self.relevance_losses(batch, answer_loglik)
         self.log_dict({f"train/{n}": v for n, v in losses.items()}, prog_bar=True, batch_size=b)
-        if self.hparams.teacher_steps:
+        if hp.teacher_steps:
             self.log("train/teacher_stage", float(frozen), batch_size=b)
+        if hp.generator_steps:
+            self.log("train/generator_stage", float(generator_stage), batch_size=b)
         if "gold" in batch and (margin := teacher_margin(answer_loglik, batch["gold"].view(b, k))) is not None:
             self.log("train/teacher_margin", margin, batch_size=b)
         return losses["loss"]
@@ -502,7 +525,7 @@ class RERAGModule(L.LightningModule):
         # `estimator_lr` (None: `lr`) gives the RE its own rate, e.g. a LoRA RE that learns slower than the generator.
         hp = self.hparams
         trainable = [p for p in self.parameters() if p.requires_grad]
-        if hp.estimator_lr is not None or hp.generator_schedule_from_teacher_steps:
+        if hp.estimator_lr is not None or hp.generator_schedule_from_teacher_steps or hp.generator_steps:
             # else one group, as checkpoints from before the options hold
             re_params, generator_params = self.parameters_by_model()
             re_lr = hp.lr if hp.estimator_lr is None else hp.estimator_lr
@@ -520,8 +543,13 @@ class RERAGModule(L.LightningModule):
         total = self.trainer.estimated_stepping_batches
         factors = []
         for group in optimizer.param_groups:
-            if group.get("name") == "generator" and hp.generator_schedule_from_teacher_steps:
+            generator = group.get("name") == "generator"
+            if generator and hp.generator_schedule_from_teacher_steps:
                 factors.append(partial(after_step, hp.teacher_steps, schedule_factor(hp, total - hp.teacher_steps)))
+            elif generator and hp.generator_steps:  # the generator's stage comes first
+                factors.append(partial(before_step, hp.generator_steps, schedule_factor(hp, hp.generator_steps)))
+            elif hp.generator_steps:  # then the RE's
+                factors.append(partial(after_step, hp.generator_steps, schedule_factor(hp, total - hp.generator_steps)))
             else:
                 factors.append(schedule_factor(hp, total))
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, factors)

@@ -372,3 +372,59 @@ def test_a_bfloat16_base_trains_its_float32_adapter_under_bf16_mixed(
     assert any(not torch.equal(after[n], p) for n, p in adapters.items())
     assert all(torch.equal(after[n], p) for n, p in base.items())
     assert len(module.teacher_scores) > 0
+
+
+def test_a_first_generator_stage_trains_the_generator_then_the_re_against_the_base(
+    causal_module_kwargs, causal_data_kwargs, tmp_path
+):
+    """generator_steps: 2 on a shared base: the generator's adapter trains alone for two optimizer
+    steps (marginalized with the retriever's scores), then stays put while the RE's trains against
+    the base's cached F: the same cache file as a run whose generator never trains, each adapter's
+    rate scheduled over its own stage."""
+
+    def adapter_weights(module, adapter):
+        return torch.cat(
+            [p.detach().flatten().clone() for n, p in module.estimator.model.named_parameters() if f".{adapter}." in n]
+        )
+
+    class Record(L.Callback):
+        def __init__(self):
+            self.rows, self.rates = [], []
+
+        def on_train_batch_start(self, trainer, module, batch, batch_idx):
+            self.rates.append({g["name"]: g["lr"] for g in trainer.optimizers[0].param_groups})
+
+        def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx):
+            stage = float(trainer.callback_metrics["train/generator_stage"])
+            self.rows.append((stage, adapter_weights(module, "generator"), adapter_weights(module, "re")))
+
+    shared = causal_module_kwargs | {
+        "generator": None,
+        "estimator_lora": LoraSpec(r=2, dropout=0.0),
+        "shared_base": True,
+        "freeze_generator": True,
+        "teacher_cache_dir": str(tmp_path / "cache"),
+        "lr": 1e-2,
+        "lr_schedule": "cosine",
+    }
+    L.seed_everything(0)
+    module, record = RERAGModule(**shared, generator_lora=LoraSpec(r=2, dropout=0.0), generator_steps=2), Record()
+    start = adapter_weights(module, "generator"), adapter_weights(module, "re")
+    train(module, causal_data_kwargs, tmp_path, steps=5, callbacks=[record])
+    assert [stage for stage, _, _ in record.rows] == [1.0, 1.0, 0.0, 0.0, 0.0]
+    generator_moved = [not torch.equal(g, start[0]) for _, g, _ in record.rows]
+    re_moved = [not torch.equal(r, start[1]) for _, _, r in record.rows]
+    assert generator_moved == [True] * 5 and re_moved == [False, False, True, True, True]
+    assert torch.equal(record.rows[1][1], record.rows[4][1])  # the generator stays as its stage left it
+    # cosine over each stage: the generator's 2 steps, then the RE's 3
+    assert [r["generator"] for r in record.rates] == pytest.approx([1e-2, 5e-3, 0.0, 0.0, 0.0], abs=1e-6)
+    assert [r["estimator"] for r in record.rates] == pytest.approx([0.0, 0.0, 1e-2, 7.5e-3, 2.5e-3], abs=1e-6)
+    (built,) = cache_files(tmp_path / "cache")
+    L.seed_everything(0)
+    never_trains = train(RERAGModule(**shared, generator_lora=None), causal_data_kwargs, tmp_path, steps=1)
+    assert cache_files(tmp_path / "cache") == [built]  # the base's F, read back
+    assert never_trains.teacher_scores.scores == module.teacher_scores.scores
+    with pytest.raises(ValueError, match="generator_steps"):
+        RERAGModule(**{**shared, "freeze_generator": False}, generator_lora=LoraSpec(r=2), generator_steps=2)
+    with pytest.raises(ValueError, match="generator_steps"):
+        RERAGModule(**shared, generator_lora=None, generator_steps=2)
