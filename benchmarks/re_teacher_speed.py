@@ -107,8 +107,10 @@ def main() -> None:
     p.add_argument("--questions", type=int, default=6, help="timed training questions per setting")
     args = p.parse_args()
     # every row's F is the answer's alone (eq. 8), as the rows were measured: the config's question
-    # template adds a cached log P(q | c), which the live rows would have no cache to read from
+    # template adds a cached log P(q | c), which the live rows would have no cache to read from; and every
+    # row times the RE's step, so without the config's first stage, in which the generator trains
     common = ["--config", str(args.config), "--trainer.logger", "false", "--model.teacher_question_template", "null"]
+    common += ["--model.generator_steps", "0", "--model.generator_lora", "null"]
     built: dict[str, object] = {}
     results = {}
     for name, (model_args, row) in settings().items():
