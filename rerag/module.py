@@ -304,15 +304,16 @@ class RERAGModule(L.LightningModule):
         if gen_spec is None:
             raise ValueError("model.generator is needed unless shared_base is true")
         gen_tok = load_tokenizer(generator_tokenizer, gen_spec.trust_remote_code)
+        generator_never_trains = freeze_generator and not generator_steps
         if shared_base:
             re_model, gen_model, re_adapter, gen_adapter = shared_base_models(
-                estimator, generator, estimator_lora, generator_lora, freeze_generator and not generator_steps, re_tok
+                estimator, generator, estimator_lora, generator_lora, generator_never_trains, re_tok
             )
         else:  # with a LoraSpec only the adapters train (base weights frozen); None = full fine-tuning
             re_model = add_lora(build_model(estimator, re_tok), estimator_lora)
             gen_model = add_lora(build_model(generator, gen_tok), generator_lora)
             re_adapter = gen_adapter = None
-            if freeze_generator and not generator_steps:
+            if generator_never_trains:
                 gen_model.requires_grad_(False)
         for model in {id(m): m for m in (re_model, gen_model)}.values():
             if gradient_checkpointing:
