@@ -10,6 +10,7 @@ from typing import Literal, get_args, get_origin, get_type_hints
 
 import lightning as L
 import torch
+from lightning.pytorch.trainer.states import TrainerFn
 from torchmetrics import MeanMetric, MetricCollection
 from transformers import get_scheduler
 
@@ -365,6 +366,10 @@ class RERAGModule(L.LightningModule):
         self.teacher_scores: TeacherScores | None = None  # set at fit start with teacher_cache_dir
         self.teacher_cache_key: str | None = None  # its file's name; a resumed run keeps the one it began with
         self.teacher_spec = teacher or gen_spec
+        # a prompt's tokens -> its answer and log-likelihood, kept from one validation to the next while
+        # the generator cannot change (`keep_or_reset_answers`), and shared within each evaluation epoch
+        self.generated: dict[tuple[int, ...], tuple[str, float]] = {}
+        self.generated_at_step = -1
 
     # ---- the frozen teacher's cache ------------------------------------------------------------
     def teacher_generator(self) -> tuple[Generator, dict]:
@@ -392,6 +397,7 @@ class RERAGModule(L.LightningModule):
         """With `teacher_cache_dir`: read the teacher's F_ij for every training pair from the cache,
         or compute and write them first (rank zero; the other processes wait, then read)."""
         hp = self.hparams
+        self.generated, self.generated_at_step = {}, -1  # answers are kept within one fit only
         if hp.teacher_cache_dir is None:
             return
         data = self.trainer.datamodule
@@ -654,13 +660,25 @@ class RERAGModule(L.LightningModule):
         submodules, so out of checkpoints and `state_dict`."""
         self.__dict__["scoring_estimator"] = self.estimator.for_scoring() if fixed else None
 
+    def keep_or_reset_answers(self) -> None:
+        """Within one fit a frozen generator (after `generator_steps`, if any) reads a dev prompt to
+        the same answer at every validation, so its answers are kept from one to the next (on the
+        2-core CPU each validation of the frozen-teacher config generates for 40 dev questions in two
+        orders); otherwise, and at every test or validate, they are generated afresh."""
+        hp = self.hparams
+        fitting = self.trainer.state.fn == TrainerFn.FITTING
+        if not (fitting and hp.freeze_generator and self.generated_at_step >= hp.generator_steps):
+            self.generated, self.generated_at_step = {}, self.global_step
+
     def on_validation_epoch_start(self) -> None:
         self.results["val"] = []
         self.fix_scoring_estimator(True)
+        self.keep_or_reset_answers()
 
     def on_test_epoch_start(self) -> None:
         self.results["test"] = []
         self.fix_scoring_estimator(True)
+        self.keep_or_reset_answers()
 
     def on_predict_epoch_start(self) -> None:
         self.fix_scoring_estimator(True)
@@ -682,7 +700,7 @@ class RERAGModule(L.LightningModule):
         the first relevant context in the RE's and the retriever's order (`first_hit`; Recall@k is
         rank <= k)."""
         top_k = self.hparams.val_top_k if stage == "val" else self.hparams.test_top_k
-        generated = {}  # one generation per prompt across the reads below
+        generated = self.generated  # one generation per prompt across the reads below (and across batches)
         s, results = self.read(batch, top_k, retriever_baseline=True, generated=generated)
         self.results[stage] += self._score(batch, s, results, stage)
         for depth in self.hparams.eval_depths:

@@ -10,6 +10,7 @@ from erag.answers import exact_match
 from rerag.data.datamodule import RERAGDataModule
 from rerag.inputs import passage_windows
 from rerag.models.loading import ModelSpec
+from rerag.models.lora import LoraSpec
 from rerag.module import RERAGModule
 
 
@@ -109,6 +110,43 @@ def test_a_prompt_read_in_both_orders_and_depths_is_generated_once(module_kwargs
     (shared, once), (apart, each) = run(share=True), run(share=False)
     assert len(once) == len(set(once)) == len(set(each)) < len(each)
     assert shared == pytest.approx(apart, abs=1e-6)
+
+
+def test_a_frozen_generators_dev_answers_are_kept_from_one_validation_to_the_next(
+    causal_module_kwargs, causal_data_kwargs, tmp_path, monkeypatch
+):
+    # a generator stage of 2 steps, then validations after steps 1-4: the generator changes up to step 2,
+    # so steps 1 and 2 both generate BM25's top 3; from step 2 on it is fixed and no prompt is generated twice
+    module = RERAGModule(
+        **causal_module_kwargs
+        | {"generator": None, "shared_base": True, "freeze_generator": True, "generator_steps": 2, "lr": 1e-2},
+        estimator_lora=LoraSpec(r=2, dropout=0.0),
+        generator_lora=LoraSpec(r=2, dropout=0.0),
+        teacher_cache_dir=str(tmp_path / "cache"),
+    )
+    generations, generate = [], module.generator.generate
+
+    class PerValidation(L.Callback):
+        def on_validation_epoch_start(self, trainer, pl_module):
+            generations.append([])
+
+    def recording(input_ids, attention_mask, *args, **kwargs):
+        generations[-1].extend(tuple(ids[mask.bool()].tolist()) for ids, mask in zip(input_ids, attention_mask))
+        return generate(input_ids, attention_mask, *args, **kwargs)
+
+    monkeypatch.setattr(module.generator, "generate", recording)
+    data = RERAGDataModule(**causal_data_kwargs)
+    fit = trainer(tmp_path, max_steps=4, val_check_interval=1, limit_val_batches=1, num_sanity_val_steps=0)
+    fit.callbacks.append(PerValidation())
+    fit.fit(module, datamodule=data)
+    kept = [(r["id"], r["answer"], r["answer_retriever_order"]) for r in module.results["val"]]
+    first, second, *later = map(set, generations)
+    assert len(generations) == 4 and first & second  # the stage moved the generator: generated afresh
+    assert second and all(not (v & w) for i, v in enumerate([second, *later]) for w in [second, *later][:i])
+    trainer(tmp_path, limit_val_batches=1).validate(module, datamodule=data)  # a new trainer: all afresh
+    assert (
+        generations[-1] and [(r["id"], r["answer"], r["answer_retriever_order"]) for r in module.results["val"]] == kept
+    )
 
 
 def test_a_passage_read_in_windows_gets_its_best_window_s(module_kwargs, data_kwargs):
