@@ -586,8 +586,9 @@ class RERAGModule(L.LightningModule):
     ) -> list[tuple[str, float]]:
         """Generate from each kept context and marginalize with softmax(weights) (eq. 6).
         `generated` (a prompt's tokens -> its answer and log-likelihood) is shared by the calls over
-        one batch: a prompt the RE's and the retriever's top k both hold is generated once (greedy
-        or beam search gives it one answer; batched apart, bf16 padding could give two)."""
+        one batch (and kept longer by `keep_or_reset_answers`): a prompt the RE's and the retriever's
+        top k both hold is generated once (greedy or beam search gives it one answer; batched apart,
+        bf16 padding could give two)."""
         rows = torch.cat(kept)
         gen = batch["gen"]
         generated = {} if generated is None else generated
