@@ -663,9 +663,8 @@ class RERAGModule(L.LightningModule):
 
     def keep_or_reset_answers(self) -> None:
         """Within one fit a frozen generator (after `generator_steps`, if any) reads a dev prompt to
-        the same answer at every validation, so its answers are kept from one to the next (on the
-        2-core CPU each validation of the frozen-teacher config generates for 40 dev questions in two
-        orders); otherwise, and at every test or validate, they are generated afresh."""
+        the same answer at every validation, so its answers are kept from one to the next; otherwise,
+        and at every test or validate, they are generated afresh."""
         hp = self.hparams
         fitting = self.trainer.state.fn == TrainerFn.FITTING
         if not (fitting and hp.freeze_generator and self.generated_at_step >= hp.generator_steps):
@@ -701,7 +700,7 @@ class RERAGModule(L.LightningModule):
         the first relevant context in the RE's and the retriever's order (`first_hit`; Recall@k is
         rank <= k)."""
         top_k = self.hparams.val_top_k if stage == "val" else self.hparams.test_top_k
-        generated = self.generated  # one generation per prompt across the reads below (and across batches)
+        generated = self.generated  # one generation per prompt across the reads below (`keep_or_reset_answers`)
         s, results = self.read(batch, top_k, retriever_baseline=True, generated=generated)
         self.results[stage] += self._score(batch, s, results, stage)
         for depth in self.hparams.eval_depths:
