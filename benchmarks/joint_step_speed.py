@@ -25,7 +25,9 @@ they were measured; rows 8-9 are the config as it is, without it:
 10. 8 with the prompt prefix that a batch's rows share run once (`erag.lm.decoder_states`: the RE's
     rows of one question share the chat template and the question, the generator's the template
     and its instruction), as the models do now;
-11. 9 with the shared prefix run once.
+11. 9 with the shared prefix run once;
+12. 10 with the base's decoder stack, which both adapters run through, compiled (`model.compile true`:
+    torch.compile's inductor; `--warmup` as many as `--questions` compiles every shape before the timed steps).
 Rows 1-9 run every row whole, as they were measured (the models' `share_prefix = False`). Rows 1, 2,
 4-7, 9 and 11 run in float32, whatever the config's precision.
 
@@ -35,6 +37,7 @@ longest), seconds per question and the speed-up against 1.
     python benchmarks/joint_step_speed.py --questions 4
     python benchmarks/joint_step_speed.py --questions 4 --rows 1 3 8   # the baseline, bf16, no dropout
     python benchmarks/joint_step_speed.py --questions 3 --rows 1 9 11  # float32: the shared prefix
+    python benchmarks/joint_step_speed.py --questions 4 --warmup 4 --rows 1 10 12  # the decoder compiled
 """
 
 from __future__ import annotations
@@ -85,6 +88,7 @@ def settings() -> dict[str, tuple[list[str], dict]]:
         "the config, float32, no adapter dropout": (FLOAT32, whole),
         "the config, bf16, no adapter dropout, shared prefix (as shipped now)": (BF16, {}),
         "the config, float32, no adapter dropout, shared prefix": (FLOAT32, {}),
+        "the config as shipped, the decoder compiled": (BF16 + ["--model.compile", "true"], {}),
     }
 
 
@@ -107,6 +111,7 @@ def main() -> None:
         metavar="N",
         help="settings to time, numbered as above (default: all); the first is the baseline",
     )
+    p.add_argument("--warmup", type=int, default=1, help="untimed steps per setting on its first questions")
     args = p.parse_args()
     common = ["--config", str(args.config), "--trainer.logger", "false"]
     common += ["--model.teacher_steps", "0", "--model.teacher_cache_dir", "null"]
@@ -123,7 +128,7 @@ def main() -> None:
         cli.model.estimator.share_prefix = cli.model.generator.share_prefix = data_args.pop("share_prefix", True)
         base = {k: v for k, v in cli.datamodule.hparams.items() if not k.startswith("_")}  # not _class_path
         rows = batches(RERAGDataModule(**(base | data_args)), args.questions)
-        seconds = time_steps(cli.model, rows, cli.trainer.precision_plugin)
+        seconds = time_steps(cli.model, rows, cli.trainer.precision_plugin, args.warmup)
         results[name] = (seconds, tokens(rows, "re"), tokens(rows, "gen"))
         print(name, results[name], flush=True)
 

@@ -87,12 +87,13 @@ def build(args: list[str]):
     return cli
 
 
-def time_steps(module, rows: list[dict], precision) -> float:
-    """Seconds per question of forward and backward over `rows` (one batch each), after one warm-up.
+def time_steps(module, rows: list[dict], precision, warmup: int = 1) -> float:
+    """Seconds per question of forward and backward over `rows` (one batch each), after `warmup`
+    untimed steps on the first rows (a compiled model compiles there, for each shape it meets).
     `precision`: the trainer's precision plugin, whose autocast wraps the forward as in `fit`."""
     module.train()
-    for i, batch in enumerate([rows[0], *rows]):
-        if i == 1:
+    for i, batch in enumerate(rows[:warmup] + rows):
+        if i == warmup:
             start = time.perf_counter()
         with precision.forward_context():
             loss = module.training_step(batch, i)
