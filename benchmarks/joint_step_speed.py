@@ -4,7 +4,8 @@ Builds `configs/squad_smollm2.yaml`'s module joint from step 0 (`model.teacher_s
 generator scores F_ij live, as in the joint stage) and times its training step (forward and
 backward over both adapters; the optimizer step is left out) on the same training questions under
 several settings, in one run, each on the data its settings make and with the config's number of
-training contexts per question. Rows 1-7 keep the adapters' dropout (0.05), as the config had when
+training contexts per question (4: BM25's top 4 when the rows below were measured, BM25's top 2 and two
+of ranks 3-20 now). Rows 1-7 keep the adapters' dropout (0.05), as the config had when
 they were measured; rows 8-9 are the config as it is, without it:
 
 1. the earlier joint config: the title and the long instruction in both prompts, 256 prompt tokens,
@@ -114,7 +115,9 @@ def main() -> None:
     p.add_argument("--warmup", type=int, default=1, help="untimed steps per setting on its first questions")
     args = p.parse_args()
     common = ["--config", str(args.config), "--trainer.logger", "false"]
+    # joint from step 0: no first stage, so none of its settings (its cache, its teacher's question term)
     common += ["--model.teacher_steps", "0", "--model.teacher_cache_dir", "null"]
+    common += ["--model.generator_schedule_from_teacher_steps", "false", "--model.teacher_question_template", "null"]
     built: dict[str, object] = {}
     results = {}
     chosen = list(settings().items())
@@ -134,7 +137,7 @@ def main() -> None:
 
     baseline = next(iter(results.values()))[0]
     print(
-        f"\nJoint training step, {args.config.name}, {args.questions} questions x {base['n_train_contexts']} contexts "
+        f"\nJoint training step, {args.config.name}, {args.questions} questions x {base['n_train_contexts'] + base['n_deep_contexts']} contexts "
         f"per setting, {torch.get_num_threads()} threads\n"
     )
     print(
