@@ -136,8 +136,9 @@ def main() -> None:
         print(name, results[name], flush=True)
 
     baseline = next(iter(results.values()))[0]
+    contexts = base["n_train_contexts"] + base["n_deep_contexts"]
     print(
-        f"\nJoint training step, {args.config.name}, {args.questions} questions x {base['n_train_contexts'] + base['n_deep_contexts']} contexts "
+        f"\nJoint training step, {args.config.name}, {args.questions} questions x {contexts} contexts "
         f"per setting, {torch.get_num_threads()} threads\n"
     )
     print(
