@@ -4,6 +4,7 @@ decoding and metrics it calls live in their own files."""
 
 from __future__ import annotations
 
+import math
 from functools import partial
 from pathlib import Path
 from typing import Literal, get_args, get_origin, get_type_hints
@@ -409,7 +410,9 @@ class RERAGModule(L.LightningModule):
         }
         if hp.teacher_question_template is not None:  # absent when off, so earlier caches keep their key
             prompt |= {"question_template": hp.teacher_question_template, "max_question_tokens": MAX_QUESTION_TOKENS}
-        key = teacher_key(identity | prompt, data.train_file, data.teacher_triple_settings())
+        epochs = self.training_epochs()
+        settings = data.teacher_triple_settings() | ({} if epochs is None else {"epochs": epochs})
+        key = teacher_key(identity | prompt, data.train_file, settings)
         # Resumed: the key the run began with. A generator that trains every weight (not a LoRA
         # adapter, which the key leaves out) has moved since, and its key would rebuild the cache
         # from the trained generator.
@@ -423,7 +426,7 @@ class RERAGModule(L.LightningModule):
                 )
             scores = build_teacher_scores(
                 teacher,
-                data.teacher_triples(),
+                data.teacher_triples(epochs),
                 batch_size=hp.score_batch_size,
                 key=key,
                 question_template=hp.teacher_question_template,
@@ -432,6 +435,17 @@ class RERAGModule(L.LightningModule):
         self.trainer.strategy.barrier("teacher cache")
         self.teacher_scores, self.teacher_cache_key = TeacherScores.load(path), began_with
         del teacher
+
+    def training_epochs(self) -> int | None:
+        """How many epochs this fit starts (the last may end early, at max_steps), from the optimizer
+        steps the trainer will take: what the teacher cache needs (None: no end is set)."""
+        steps = self.trainer.estimated_stepping_batches
+        if steps == float("inf"):
+            return None
+        self.trainer.fit_loop.setup_data()  # the train loader's length (set up already, unless max_steps alone ends the fit)
+        # Lightning steps the optimizer at an epoch's end even when the epoch's last accumulation is short
+        per_epoch = math.ceil(self.trainer.num_training_batches / self.trainer.accumulate_grad_batches)
+        return math.ceil(steps / per_epoch)
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         if self.teacher_cache_key is not None:
@@ -590,8 +604,22 @@ class RERAGModule(L.LightningModule):
         top k both hold is generated once (greedy or beam search gives it one answer; batched apart,
         bf16 padding could give two)."""
         rows = torch.cat(kept)
-        gen = batch["gen"]
         generated = {} if generated is None else generated
+        prompts = self.generate_new(batch, rows, generated)
+        answers = [generated[p][0] for p in prompts]
+        loglik = torch.tensor([generated[p][1] for p in prompts], device=weights.device)
+        out, start = [], 0
+        for idx in kept:
+            end = start + len(idx)
+            out.append(marginalize_answers(answers[start:end], weights[idx], loglik[start:end]))
+            start = end
+        return out
+
+    def generate_new(self, batch: dict, rows: torch.Tensor, generated: dict) -> list[tuple[int, ...]]:
+        """Generate, in one call, an answer for each prompt of the flattened `rows` that `generated`
+        (a prompt's tokens -> its answer and log-likelihood) lacks, and add it there. Returns the
+        rows' prompts."""
+        gen = batch["gen"]
         prompts = [
             tuple(ids[mask.bool()].tolist()) for ids, mask in zip(gen["input_ids"][rows], gen["attention_mask"][rows])
         ]
@@ -606,14 +634,7 @@ class RERAGModule(L.LightningModule):
                 gen["input_ids"][new_rows, :width], gen["attention_mask"][new_rows, :width], self.hparams.num_beams
             )
             generated.update(zip(new, zip(texts, logliks.tolist())))
-        answers = [generated[p][0] for p in prompts]
-        loglik = torch.tensor([generated[p][1] for p in prompts], device=weights.device)
-        out, start = [], 0
-        for idx in kept:
-            end = start + len(idx)
-            out.append(marginalize_answers(answers[start:end], weights[idx], loglik[start:end]))
-            start = end
-        return out
+        return prompts
 
     def read(
         self,
@@ -701,14 +722,19 @@ class RERAGModule(L.LightningModule):
         rank <= k)."""
         top_k = self.hparams.val_top_k if stage == "val" else self.hparams.test_top_k
         generated = self.generated  # one generation per prompt across the reads below (`keep_or_reset_answers`)
-        s, results = self.read(batch, top_k, retriever_baseline=True, generated=generated)
+        s, counts = self.relevance_scores(batch), batch["n_contexts"]
+        cuts = [(cut, rows.to(s.device)) for cut, rows in (first_contexts(batch, d) for d in self.hparams.eval_depths)]
+        # Every prompt the reads below answer from, generated in one call: its decoding loop, which
+        # costs a CPU about as much for one prompt as for a dozen, runs once per batch. The retriever's
+        # first d contexts hold its top k where d >= k, and lie within them where d < k.
+        wanted = [*top_k_per_question(s, counts, top_k), *first_rows(counts.to(s.device), top_k)]
+        wanted += [rows[r] for cut, rows in cuts for r in top_k_per_question(s[rows], cut["n_contexts"], top_k)]
+        self.generate_new(batch, torch.cat(wanted), generated)
+        _, results = self.read(batch, top_k, retriever_baseline=True, s=s, generated=generated)
         self.results[stage] += self._score(batch, s, results, stage)
-        for depth in self.hparams.eval_depths:
-            cut, rows = first_contexts(batch, depth)
-            cut_s = s[rows.to(s.device)]
-            # with depth >= top_k the retriever's top k lies within its first d: prompts generated above
-            _, shallow = self.read(cut, top_k, retriever_baseline=True, s=cut_s, generated=generated)
-            self._score(cut, cut_s, shallow, f"{stage}_top{depth}")
+        for depth, (cut, rows) in zip(self.hparams.eval_depths, cuts):
+            _, shallow = self.read(cut, top_k, retriever_baseline=True, s=s[rows], generated=generated)
+            self._score(cut, s[rows], shallow, f"{stage}_top{depth}")
 
     def _score(self, batch: dict, s: torch.Tensor, results: list[dict], metrics_key: str) -> list[dict]:
         """Add EM, F1 and first-hit ranks to `results`, update and log the metrics `metrics_key`."""

@@ -9,6 +9,7 @@ batches hold up to `n_eval_contexts` contexts per question, flattened, with thei
 
 from __future__ import annotations
 
+import itertools
 import random
 from collections.abc import Callable, Iterator, Sequence
 from functools import partial
@@ -137,9 +138,14 @@ class _Questions(Dataset):
         return len(self.records)
 
     def __getitem__(self, i: int) -> dict:
+        return self.draw(i, self.epoch)
+
+    def draw(self, i: int, epoch: int) -> dict:
+        """Question `i` as epoch `epoch` shows it: its sampled answer (`target`) and, in training, its
+        contexts (`sample_deep_contexts`, windowed)."""
         record = dict(self.records[i])
         record["index"] = i  # the question's position in its split: an integer key unique across processes
-        rng = random.Random(f"{self.seed}:{self.epoch}:{i}")
+        rng = random.Random(f"{self.seed}:{epoch}:{i}")
         record["target"] = rng.choice(record["answers"]) if record["answers"] else ""
         if self.n_deep:
             record["ctxs"] = sample_deep_contexts(record["ctxs"], self.n_top, self.n_deep, self.depth, rng)
@@ -325,10 +331,20 @@ class RERAGDataModule(L.LightningDataModule):
             settings["train_windows_keep_answer"] = True
         return settings
 
-    def teacher_triples(self) -> Iterator[tuple[str, str, dict]]:
-        """Every (question, answer, context) that training may show, each context as training
-        shows it: what a frozen teacher scores once (`rerag.teacher_cache`)."""
+    def teacher_triples(self, epochs: int | None = None) -> Iterator[tuple[str, str, dict]]:
+        """The (question, answer, context) triples that training shows in its first `epochs` epochs,
+        each context as training shows it to the generator: what a frozen teacher scores once
+        (`rerag.teacher_cache`). Each epoch draws one answer and the deep contexts per question
+        (`_Questions.draw`), so a few epochs show a fraction of what they may draw from (SQuAD's 328
+        training questions over 5 epochs, BM25's top 2 and 2 of ranks 3-20: 3,781 of 10,220).
+        None: every triple that any epoch may show (each answer with every context it may draw)."""
         questions = self._splits["train"]
+        if epochs is not None:
+            for epoch, i in itertools.product(range(epochs), range(len(questions))):
+                record = questions.draw(i, epoch)
+                for context in record["ctxs"]:
+                    yield record["question"], record["target"], context
+            return
         for i, record in enumerate(questions.records):
             for answer in dict.fromkeys(record["answers"]):
                 for context in questions.drawable_contexts(i):

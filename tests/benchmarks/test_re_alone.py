@@ -175,7 +175,7 @@ def test_an_exported_generator_teaches(tmp_path, monkeypatch, capsys, world_dir,
     cached = TeacherScores.load(cache)
     data = re_alone.build(config, []).datamodule
     data.setup("fit")
-    triples = list(itertools.islice(data.teacher_triples(), 6))
+    triples = list(itertools.islice(data.teacher_triples(1), 6))  # what its one step's epoch draws
     exported = build_teacher_scores(Generator.from_pretrained(teacher), triples)
     assert exported.scores.keys() <= cached.scores.keys()
     for key, value in exported.scores.items():

@@ -89,26 +89,32 @@ def test_shallower_lists_are_scored_as_if_the_data_held_only_them(module_kwargs,
     assert len(module.results["test"]) == len(module_d.results["test"])  # results: whole lists only
 
 
-def test_a_prompt_read_in_both_orders_and_depths_is_generated_once(module_kwargs, data_kwargs, tmp_path, monkeypatch):
-    # eval_depths [2] < test_top_k 3: BM25's top 2 lie in its top 3, and the RE's picks overlap BM25's,
-    # so a test batch asks for some prompts more than once; each is generated once, with the same answers
+@pytest.mark.parametrize("depth", [2, 4])  # shallower and deeper than test_top_k 3
+def test_a_prompt_read_in_both_orders_and_depths_is_generated_once_in_one_call_per_batch(
+    module_kwargs, data_kwargs, tmp_path, monkeypatch, depth
+):
+    # BM25's top 3 and its first d overlap, and the RE's picks overlap BM25's, so a test batch asks for
+    # some prompts more than once; each is generated once, all in one call, with the same answers
     def run(share: bool):
-        module, data = make({**module_kwargs, "eval_depths": [2]}, data_kwargs)
-        prompts, generate, answer = [], module.generator.generate, RERAGModule.answer
+        module, data = make({**module_kwargs, "eval_depths": [depth]}, data_kwargs)
+        prompts, calls, generate, answer = [], [], module.generator.generate, RERAGModule.answer
 
         def recording(input_ids, attention_mask, *args, **kwargs):
             prompts.extend(tuple(ids[mask.bool()].tolist()) for ids, mask in zip(input_ids, attention_mask))
+            calls.append(len(input_ids))
             return generate(input_ids, attention_mask, *args, **kwargs)
 
         monkeypatch.setattr(module.generator, "generate", recording)
-        if not share:  # each call on its own, as before answers were shared
+        if not share:  # each read generates on its own, as before answers were shared
             monkeypatch.setattr(RERAGModule, "answer", lambda self, *a: answer(self, *a[:3]))
-        (metrics,) = trainer(tmp_path).test(module, datamodule=data)
+        test = trainer(tmp_path)
+        (metrics,) = test.test(module, datamodule=data)
         monkeypatch.undo()
-        return metrics, prompts
+        return metrics, prompts, calls, test.num_test_batches[0]
 
-    (shared, once), (apart, each) = run(share=True), run(share=False)
+    (shared, once, calls, batches), (apart, each, *_) = run(share=True), run(share=False)
     assert len(once) == len(set(once)) == len(set(each)) < len(each)
+    assert len(calls) == batches
     assert shared == pytest.approx(apart, abs=1e-6)
 
 

@@ -71,6 +71,20 @@ def test_training_from_the_cache_gives_the_live_loss(causal_module_kwargs, causa
     assert torch.allclose(live, cached, atol=1e-5)
 
 
+def test_the_cache_holds_what_the_fits_epochs_draw(causal_module_kwargs, causal_data_kwargs, tmp_path):
+    """A fit one step longer than an epoch starts 2 epochs (the second ends early); its cache holds
+    the triples those epochs draw, fewer than every one they may draw from."""
+    data_kwargs = {**causal_data_kwargs, "n_train_contexts": 2, "n_deep_contexts": 1, "batch_size": 8}
+    data = RERAGDataModule(**data_kwargs)
+    data.setup("fit")
+    per_epoch = len(data.train_dataloader())
+    module = fit(causal_module_kwargs, data_kwargs, tmp_path / "cache", tmp_path, steps=per_epoch + 1)
+    assert module.training_epochs() == 2
+    drawn = {pair_key(q, a, c) for q, a, c in data.teacher_triples(2)}
+    assert module.teacher_scores.scores.keys() == drawn
+    assert drawn < {pair_key(q, a, c) for q, a, c in data.teacher_triples()}
+
+
 def test_a_teacher_other_than_the_generator(causal_module_kwargs, causal_data_kwargs, chat_tokenizer_dir, tmp_path):
     other = ModelSpec(config={**TINY_LLAMA, "num_hidden_layers": 2})
     kwargs = {**causal_module_kwargs, "teacher": other, "teacher_tokenizer": chat_tokenizer_dir}
@@ -100,7 +114,7 @@ def test_a_question_template_adds_the_questions_likelihood(causal_module_kwargs,
     )
     default = fit(causal_module_kwargs, causal_data_kwargs, tmp_path / "cache", tmp_path)
     assert len(cache_files(tmp_path / "cache")) == 2  # its own cache
-    question, answer, context = next(iter(module.trainer.datamodule.teacher_triples()))
+    question, answer, context = next(iter(module.trainer.datamodule.teacher_triples(module.training_epochs())))
     lm = module.generator
     prompt = encode_prompts(lm.tokenizer, [fill(QUESTION_TEMPLATE, "", context)], lm.max_length)
     with torch.no_grad():
@@ -257,7 +271,7 @@ def test_the_cache_is_built_in_batches_of_score_batch_size_and_the_batch_does_no
     assert sizes == [3]
     data = RERAGDataModule(**causal_data_kwargs)
     data.setup("fit")
-    one_by_one = build_teacher_scores(module.generator, data.teacher_triples(), batch_size=1)
+    one_by_one = build_teacher_scores(module.generator, data.teacher_triples(module.training_epochs()), batch_size=1)
     assert one_by_one.scores.keys() == module.teacher_scores.scores.keys()
     for k, f in one_by_one.scores.items():  # padding in a batch of 3 leaves each row's F as it reads alone
         assert f == pytest.approx(module.teacher_scores.scores[k], abs=1e-4)

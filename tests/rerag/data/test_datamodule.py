@@ -41,6 +41,25 @@ def test_training_batches_hold_top_and_deep_contexts_reproducibly(data_kwargs):
     assert a["contexts"] != c["contexts"]
 
 
+def test_the_teacher_triples_of_n_epochs_are_what_those_epochs_train_on(data_kwargs):
+    kwargs = {**data_kwargs, "train_file": data_kwargs["val_file"], "n_train_contexts": 3, "n_deep_contexts": 2}
+    data = RERAGDataModule(**kwargs)
+    data.setup("fit")
+    loader, shown = data.train_dataloader(), set()
+    for epoch in range(2):
+        loader.sampler.set_epoch(epoch)
+        for batch in loader:
+            shown |= {
+                (q, t, c["id"]) for q, t, cs in zip(batch["questions"], batch["targets"], batch["contexts"]) for c in cs
+            }
+
+    def triples(epochs):
+        return {(q, a, c["id"]) for q, a, c in data.teacher_triples(epochs)}
+
+    assert triples(2) == shown
+    assert triples(1) < triples(2) < triples(None)  # None: every answer with every context an epoch may draw
+
+
 def test_too_few_contexts_for_deep_sampling_is_a_clear_error(data_kwargs):
     data = RERAGDataModule(**{**data_kwargs, "n_train_contexts": 4, "n_deep_contexts": 2})
     with pytest.raises(ValueError, match=r"record id train-0: field 'ctxs': has 4 contexts.*= 6"):
