@@ -15,8 +15,6 @@ questions, and how often the teacher's first pick holds the answer but is not th
     python benchmarks/teacher_ranking.py --questions 100
     python benchmarks/teacher_ranking.py --question-template none   # the answer alone
     python benchmarks/teacher_ranking.py --config configs/squad_smollm2.yaml --files data/squad/test.jsonl
-    python benchmarks/teacher_ranking.py --cache outputs/teacher_cache/<key>.pt --files data/squad/train.jsonl \\
-        --questions 328 --contexts 4      # a fit's cache: its training questions, no scoring
 """
 
 from __future__ import annotations
@@ -47,8 +45,7 @@ def teacher_orders(teacher, records: list[dict], question_template: str | None =
 
 
 def cached_orders(cache: TeacherScores, records: list[dict]) -> dict[str, list[torch.Tensor]]:
-    """`teacher_orders` read from scores already computed: this script's pass, or a fit's teacher
-    cache (`--cache`: the training file's questions over the contexts training draws from)."""
+    """`teacher_orders` read from scores already computed by `build_teacher_scores`."""
     f = [cache.lookup([r["question"]], [r["answers"][0]], [r["ctxs"]])[0] for r in records]
     if not cache.question_scores:
         return {"teacher, answer (eq. 8)": f}
@@ -73,15 +70,12 @@ def rank_file(
 ) -> dict[str, list[float]]:
     """The COLUMNS of the teacher's order (argmax F of the answer, and of the question and answer
     with a `question_template`) and BM25's (the file's order) over the first `questions` questions
-    of `path`, their top `contexts` contexts each. `teacher` may be a `TeacherScores` (a fit's cache)."""
+    of `path`, their top `contexts` contexts each."""
     records = list(itertools.islice(read_fid(path), questions))  # a bad record names its file, line and field
     for r in records:
         r["ctxs"] = r["ctxs"][:contexts]
     bm25 = [-torch.arange(len(r["ctxs"]), dtype=torch.float) for r in records]
-    if isinstance(teacher, TeacherScores):
-        orders = cached_orders(teacher, records)
-    else:
-        orders = teacher_orders(teacher, records, question_template)
+    orders = teacher_orders(teacher, records, question_template)
     return {name: recall_row(order, records) for name, order in (orders | {"BM25": bm25}).items()}
 
 
@@ -96,20 +90,11 @@ def main():
         default=QUESTION_TEMPLATE,
         help="the question-and-answer teacher's prompt, a passage without the question (none: that order is left out)",
     )
-    parser.add_argument(
-        "--cache",
-        default=None,
-        help="a fit's teacher cache (<teacher_cache_dir>/<key>.pt): read its F for the fit's training file "
-        "instead of scoring (--config and --question-template unused)",
-    )
     args = parser.parse_args()
 
     question_template = None if args.question_template == "none" else args.question_template
-    if args.cache:
-        teacher, name = TeacherScores.load(args.cache), args.cache
-    else:
-        module = build_fit(["--config", args.config]).model  # no fit: pairs are scored here, no cache is written
-        (teacher, _), name = module.teacher_generator(), module.teacher_spec.name_or_path
+    module = build_fit(["--config", args.config]).model  # no fit: pairs are scored here, no cache is written
+    (teacher, _), name = module.teacher_generator(), module.teacher_spec.name_or_path
     print(f"teacher: {name}; first {args.questions} questions, top {args.contexts}\n")
     print(f"| file | order | {' | '.join(COLUMNS)} |")
     print("|---" * (len(COLUMNS) + 2) + "|")

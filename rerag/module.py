@@ -113,9 +113,9 @@ class RERAGModule(L.LightningModule):
     The released code's two details: `gen_reduction="sum"` sums L_gen over the batch's questions
     (L_re and L_tok stay means), `re_clamp=1e-5` bounds RE_ij to [1e-5, 1 - 1e-5] before the log-odds.
     `gradient_clip_per_model` clips the RE's and the generator's gradient norms each on its own.
-    `teacher_cache_dir` (with `freeze_generator`): the frozen teacher's F_ij of every training pair are
-    computed once at fit start and read from disk (`rerag.teacher_cache`); `teacher` names another
-    Hugging Face LM as the teacher, read with `teacher_template` (default: the generator's);
+    `teacher_cache_dir` (with `freeze_generator`): the frozen teacher's F_ij of every training pair the
+    fit's epochs draw are computed once at fit start and read from disk (`rerag.teacher_cache`);
+    `teacher` names another Hugging Face LM as the teacher, read with `teacher_template` (default: the generator's);
     `teacher_question_template` adds the question's likelihood given the context to the teacher's F
     (F = log P_T(q, a | c), not the paper's eq. 8: `rerag.teacher_cache`).
     `teacher_steps` makes that a first stage of a joint run: for its first optimizer steps the
@@ -231,7 +231,7 @@ class RERAGModule(L.LightningModule):
             gen_reduction: L_gen's reduction over a batch's questions: mean, or sum as the released code does.
             re_clamp: clamp RE_ij to [eps, 1 - eps] before the log-odds, as the released code does with 1e-5 (None: off).
             gradient_clip_per_model: clip the RE's and the generator's gradient norms each on its own to trainer.gradient_clip_val.
-            teacher_cache_dir: with freeze_generator or teacher_steps > 0, compute the teacher's F_ij of every training pair once and keep them in this folder.
+            teacher_cache_dir: with freeze_generator or teacher_steps > 0, compute the teacher's F_ij of every training pair the fit's epochs draw once and keep them in this folder.
             teacher: any Hugging Face LM as the teacher (None: the frozen generator); needs teacher_cache_dir.
             teacher_tokenizer: the teacher's tokenizer (None: the teacher's name_or_path).
             teacher_template: the teacher's input text (None: generator_template).
@@ -395,8 +395,9 @@ class RERAGModule(L.LightningModule):
         return teacher, name | {"weights": weights_fingerprint(teacher)}
 
     def on_fit_start(self) -> None:
-        """With `teacher_cache_dir`: read the teacher's F_ij for every training pair from the cache,
-        or compute and write them first (rank zero; the other processes wait, then read)."""
+        """With `teacher_cache_dir`: read the teacher's F_ij for every training pair the fit's epochs
+        draw (`training_epochs`) from the cache, or compute and write them first (rank zero; the other
+        processes wait, then read)."""
         hp = self.hparams
         self.generated, self.generated_at_step = {}, -1  # answers are kept within one fit only
         if hp.teacher_cache_dir is None:

@@ -1,13 +1,15 @@
 """The frozen teacher's answer likelihoods, computed once and kept on disk.
 
 An RE trained against a frozen teacher (`RERAGModule(freeze_generator=True)`) needs from it only
-F_ij = log P_G(a_i | q_i, c_j) (eq. 8) for every training (question, answer, context): the teacher's
+F_ij = log P_G(a_i | q_i, c_j) (eq. 8) for every (question, answer, context) that training draws in
+its epochs (`RERAGDataModule.teacher_triples`): the teacher's
 distribution Q_G = softmax_j(F_ij) that L_re distils (eq. 9-10) and the F that L_gen marginalizes
 (eq. 7). `build_teacher_scores` computes them once, in batches of one passage's rows, and `TeacherScores`
 keeps them in `<cache_dir>/<key>.pt`. The key is a hash of everything that decides them: the teacher
 (its name, its weights and the prompt it reads: template, lengths), the training file's bytes and the
-data settings that pick the training contexts (`teacher_triple_settings`), so a changed teacher, data
-file, prompt or context choice builds a new file and an unchanged one is read back.
+data settings that pick the training contexts (`teacher_triple_settings`) and the number of epochs, so
+a changed teacher, data file, prompt, context choice or epoch count builds a new file and an unchanged
+one is read back.
 
 With a `question_template` the teacher scores the question too: F_ij = log P_T(a_i | q_i, c_j) +
 log P_T(q_i | c_j) = log P_T(q_i, a_i | c_j), so Q_G = softmax_j(F_ij) is the posterior of the

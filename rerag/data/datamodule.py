@@ -335,8 +335,8 @@ class RERAGDataModule(L.LightningDataModule):
         """The (question, answer, context) triples that training shows in its first `epochs` epochs,
         each context as training shows it to the generator: what a frozen teacher scores once
         (`rerag.teacher_cache`). Each epoch draws one answer and the deep contexts per question
-        (`_Questions.draw`), so a few epochs show a fraction of what they may draw from (SQuAD's 328
-        training questions over 5 epochs, BM25's top 2 and 2 of ranks 3-20: 3,781 of 10,220).
+        (`_Questions.draw`), so a few epochs show a fraction of what they may draw from
+        (configs/squad_smollm2.yaml's 4 epochs: 3,253 of 10,220).
         None: every triple that any epoch may show (each answer with every context it may draw)."""
         questions = self._splits["train"]
         if epochs is not None:

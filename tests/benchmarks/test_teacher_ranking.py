@@ -87,24 +87,3 @@ def test_main_prints_a_row_per_order_and_file(
     lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith(f"| {data} |")]
     orders = ["teacher, answer (eq. 8)"] + ["teacher, question and answer"] * (question_template != "none")
     assert [line.split("|")[2].strip() for line in lines] == orders + ["BM25"]
-
-
-def test_a_fits_teacher_cache_gives_the_order_scoring_gives(tmp_path, world_dir, chat_tokenizer_dir):
-    """`--cache`: the F a fit cached for its training file (`RERAGDataModule.teacher_triples`, as the
-    fit's `on_fit_start` builds them) are those this script scores for the training questions."""
-    config = write_config(tmp_path / "tiny.yaml", world_dir, chat_tokenizer_dir)
-    cli = build_fit(["--config", str(config)])
-    teacher, _ = cli.model.teacher_generator()
-    teacher.eval()
-    cli.datamodule.setup("fit")
-    cache = teacher_ranking.build_teacher_scores(teacher, cli.datamodule.teacher_triples(), key="fit")
-    records = [r | {"ctxs": r["ctxs"][:4]} for r in list(read_fid(world_dir / "train.jsonl"))[:6]]
-    cached = teacher_ranking.cached_orders(cache, records)["teacher, answer (eq. 8)"]
-    scored = teacher_ranking.teacher_orders(teacher, records)["teacher, answer (eq. 8)"]
-    for got, want in zip(cached, scored, strict=True):
-        assert got.shape == (4,) and torch.allclose(got, want, atol=1e-4)
-    train = with_gold(world_dir / "train.jsonl", tmp_path / "train.jsonl")
-    assert list(teacher_ranking.rank_file(cache, str(train), questions=6, contexts=4)) == [
-        "teacher, answer (eq. 8)",
-        "BM25",
-    ]
