@@ -299,14 +299,12 @@ def demo_config(args, max_steps: int, demo_out: Path, scratch: Path) -> str:
         accelerator="cpu" if args.cpu_dry_run else "gpu",
         precision=args.demo_precision,
         max_steps=max_steps,
-        # Validate at the end of a shortened run, so that the test reads a checkpoint of its last step.
-        val_check_interval=min(trainer["val_check_interval"], max_steps),
         enable_progress_bar=False,  # carriage-return redraws only clutter a log file
         default_root_dir=str(demo_out),
     )
     trainer["logger"]["init_args"]["save_dir"] = str(demo_out)
     paths = {
-        "ModelCheckpoint": ("dirpath", scratch / "checkpoints"),
+        "LaterOnTiesCheckpoint": ("dirpath", scratch / "checkpoints"),
         "MetricsWriter": ("path", demo_out / "test_metrics.json"),
         "LearningCurve": ("path", demo_out / "learning_curve"),
     }

@@ -37,6 +37,7 @@ import lightning as L
 import torch
 from lightning.pytorch.cli import SaveConfigCallback
 
+from rerag.callbacks import ValidationSchedule
 from rerag.fit_config import RERAGCLI, build_fit
 
 #: The RE's settings: what `--save` takes from this run into the joint checkpoint's (the rest stays the joint run's).
@@ -50,7 +51,7 @@ def frozen_teacher_overrides(cache_dir: Path, steps: int) -> list[str]:
     return [
         *("--model.freeze_generator", "true", "--model.generator_lora", "null"),
         *("--model.teacher_cache_dir", str(cache_dir), "--model.val_top_k", "1"),
-        *("--trainer.max_steps", str(steps), "--trainer.check_val_every_n_epoch", "null"),
+        *("--trainer.max_steps", str(steps)),
         *("--trainer.num_sanity_val_steps", "-1", "--trainer.logger", "false"),
         *("--trainer.enable_checkpointing", "false", "--trainer.callbacks", "[]"),
         *("--trainer.enable_model_summary", "false"),
@@ -112,15 +113,13 @@ def fit(
     optimizer steps and after the last, on `dev_batches` dev batches (None: the config's
     `limit_val_batches`); returns the `DevCurve` points, step 0 first."""
     trainer = cli.trainer
-    # in training batches, so it needs the accumulation the config (or an override) set
-    trainer.val_check_interval = eval_every * trainer.accumulate_grad_batches
+    (schedule,) = [c for c in trainer.callbacks if isinstance(c, ValidationSchedule)]
+    schedule.every_n_steps = eval_every  # and after the last step
     if dev_batches is not None:
         trainer.limit_val_batches = dev_batches
     curve = DevCurve(extra)
     trainer.callbacks.append(curve)
     trainer.fit(cli.model, datamodule=cli.datamodule)
-    if not curve.points or curve.points[-1]["step"] != trainer.global_step:
-        trainer.validate(cli.model, datamodule=cli.datamodule, verbose=False)
     return curve.points
 
 

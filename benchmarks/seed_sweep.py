@@ -60,8 +60,8 @@ def callback_args(config: dict, kind: str) -> dict:
 
 
 def kept_checkpoint(config: dict) -> Path:
-    """The checkpoint the config's ModelCheckpoint keeps for testing: dirpath/filename.ckpt."""
-    args = callback_args(config, "ModelCheckpoint")
+    """The checkpoint the config's checkpoint callback (a ModelCheckpoint) keeps for testing: dirpath/filename.ckpt."""
+    args = callback_args(config, "Checkpoint")
     return Path(args["dirpath"]) / f"{args.get('filename') or 'last'}.ckpt"
 
 

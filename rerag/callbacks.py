@@ -5,17 +5,134 @@ from __future__ import annotations
 import json
 import sys
 import time
+import warnings
+from collections.abc import Iterable
 from pathlib import Path
 
 import lightning as L
 import torch
+from lightning.pytorch.callbacks import ModelCheckpoint
 
 from erag.progress import default_interval, progress_line
 
 
+def unreachable(trainer: L.Trainer, points: Iterable[tuple[str, int]]) -> None:
+    """Warn, naming each, of the optimizer steps in `points` ((the setting, its step) pairs) that this
+    fit does not reach: it ends at `trainer.estimated_stepping_batches` (max_steps, or max_epochs first)."""
+    end = trainer.estimated_stepping_batches
+    if missed := [(name, step) for name, step in points if step > end]:
+        listed = ", ".join(f"{name} {step}" for name, step in missed)
+        warnings.warn(f"this fit ends at optimizer step {end} and never reaches {listed}", stacklevel=2)
+
+
+def tested_step(trainer: L.Trainer, pl_module: L.LightningModule) -> int | None:
+    """The optimizer step of the weights being evaluated: a checkpoint's (`trainer.ckpt_path`, read by
+    the module's `on_load_checkpoint` into `checkpoint_step`), else the trainer's."""
+    if trainer.ckpt_path is None:
+        return trainer.global_step
+    return getattr(pl_module, "checkpoint_step", None)
+
+
+class ValidationSchedule(L.Callback):
+    """Validation planned in optimizer steps. Lightning's `val_check_interval` counts training
+    batches, and an epoch whose batch count is not a multiple of `accumulate_grad_batches` ends with a
+    short accumulation that still steps the optimizer: from then on batches no longer map to steps,
+    and `max_steps` can arrive before the batch a validation was planned at (which then never runs).
+    This callback validates right after the optimizer steps it plans: every `every_n_steps`, at each
+    of `at_steps`, at the module's stage ends (`at_stage_ends`: its `stage_ends()`, e.g. the RE-RAG
+    module's `teacher_steps`), and always after the fit's last step, so a checkpoint callback saves
+    the final weights. With none of the three set it plans nothing: Lightning's
+    `val_check_interval` decides, and only the validation after the last step is added. A planned
+    step (or `max_steps`) this fit never reaches is warned of at its start."""
+
+    def __init__(self, every_n_steps: int | None = None, at_steps: list[int] = [], at_stage_ends: bool = False):
+        """
+        Args:
+            every_n_steps: validate after every this many optimizer steps (None: not by a period).
+            at_steps: validate after each of these optimizer steps.
+            at_stage_ends: validate after the last step of each of the module's stages.
+        """
+        if every_n_steps is not None and every_n_steps < 1:
+            raise ValueError(f"validation.every_n_steps: must be at least 1 or null, got {every_n_steps}")
+        if any(step < 1 for step in at_steps):
+            raise ValueError(f"validation.at_steps: optimizer steps are at least 1, got {at_steps}")
+        self.every_n_steps, self.at_steps, self.at_stage_ends = every_n_steps, sorted(set(at_steps)), at_stage_ends
+        self._batches = None  # Lightning's own val_check_batch, restored after a batch this callback forces
+        self._step = 0  # the optimizer step before the current batch
+
+    @property
+    def plans(self) -> bool:
+        return self.every_n_steps is not None or bool(self.at_steps) or self.at_stage_ends
+
+    def is_planned(self, pl_module: L.LightningModule, step: int) -> bool:
+        if self.every_n_steps is not None and step % self.every_n_steps == 0:
+            return True
+        stage_ends = getattr(pl_module, "stage_ends", dict)().values() if self.at_stage_ends else ()
+        return step in self.at_steps or step in stage_ends
+
+    def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
+        if stage != "fit" or not self.plans:
+            return
+        if trainer.check_val_every_n_epoch != 1 or trainer.val_check_interval != 1.0:
+            raise ValueError(
+                "validation.every_n_steps / at_steps / at_stage_ends plan validation in optimizer steps, and "
+                f"trainer.val_check_interval ({trainer.val_check_interval}) or check_val_every_n_epoch "
+                f"({trainer.check_val_every_n_epoch}) in training batches or epochs: leave those two unset"
+            )
+        # Not by epochs: the loop then counts batches over the fit, and ModelCheckpoint saves at each
+        # validation's end (by epochs, it would save at each epoch's end instead).
+        trainer.check_val_every_n_epoch = None
+
+    def teardown(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
+        if stage == "fit" and self.plans:
+            trainer.check_val_every_n_epoch = 1
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._batches = trainer.val_check_batch
+        if self.plans:
+            trainer.val_check_batch = sys.maxsize  # a resumed fit's first check too: none but those planned here
+        unreachable(trainer, [("validation.at_steps", step) for step in self.at_steps])
+        if trainer.max_steps > 0:
+            unreachable(trainer, [("trainer.max_steps", trainer.max_steps)])
+
+    def on_train_batch_start(self, trainer: L.Trainer, pl_module, batch, batch_idx: int) -> None:
+        self._step = trainer.global_step
+
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module, outputs, batch, batch_idx: int) -> None:
+        """Set Lightning's `val_check_batch`, which the training loop reads right after this hook, so
+        that its check `(batch_idx + 1) % val_check_batch == 0` holds after a planned step alone."""
+        step = trainer.global_step
+        stepped = step != self._step
+        last = stepped and (
+            step >= trainer.max_steps > 0
+            or (batch_idx + 1 >= trainer.num_training_batches and trainer.current_epoch + 1 >= trainer.max_epochs > 0)
+        )
+        if last or (stepped and self.plans and self.is_planned(pl_module, step)):
+            loop = trainer.fit_loop.epoch_loop  # the batch count the loop checks: over the fit, or the epoch's
+            trainer.val_check_batch = 1 + (
+                loop.total_batch_idx if trainer.check_val_every_n_epoch is None else batch_idx
+            )
+        else:
+            trainer.val_check_batch = sys.maxsize if self.plans else self._batches
+
+
+class LaterOnTiesCheckpoint(ModelCheckpoint):
+    """Lightning's `ModelCheckpoint` whose ties on the monitored metric go to the later step: on a
+    few dev questions equal scores are common, and of two equal ones the later weights have trained
+    more (Lightning's own keeps the earlier)."""
+
+    def check_monitor_top_k(self, trainer: L.Trainer, current: torch.Tensor | None = None) -> bool:
+        if current is None or self.save_top_k == -1 or len(self.best_k_models) < self.save_top_k:
+            return super().check_monitor_top_k(trainer, current)
+        at_least = {"min": torch.le, "max": torch.ge}[self.mode]
+        better = bool(at_least(current, self.best_k_models[self.kth_best_model_path]))
+        return trainer.strategy.reduce_boolean_decision(better)
+
+
 class MetricsWriter(L.Callback):
-    """When testing ends, write the test metrics (`test/*`) to a JSON file and, with `results`, one
-    line per test question (`RERAGModule.results["test"]`: answers, EM, F1, first relevant ranks) to a
+    """When testing ends, write the test metrics (`test/*`), with the tested weights' optimizer step
+    (`global_step`) and checkpoint (`checkpoint`: null for the weights in memory), to a JSON file
+    and, with `results`, one line per test question (`RERAGModule.results["test"]`: answers, EM, F1, first relevant ranks) to a
     JSONL file, the input of `rerag compare` (gathered from every process; rank zero writes)."""
 
     def __init__(self, path: str = "outputs/test_metrics.json", results: str | None = None):
@@ -31,8 +148,10 @@ class MetricsWriter(L.Callback):
         if not trainer.is_global_zero:
             return
         metrics = {k: float(v) for k, v in trainer.callback_metrics.items() if k.startswith("test/")}
+        path = trainer.ckpt_path
+        tested = {"global_step": tested_step(trainer, pl_module), "checkpoint": None if path is None else str(path)}
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.path.write_text(json.dumps({"global_step": trainer.global_step, **metrics}, indent=2) + "\n")
+        self.path.write_text(json.dumps(tested | metrics, indent=2) + "\n")
         if self.results is not None:
             self.results.parent.mkdir(parents=True, exist_ok=True)
             rows = sorted(rows, key=lambda r: r["index"])

@@ -8,11 +8,13 @@ from __future__ import annotations
 import sys
 import warnings
 from pathlib import Path
+from typing import Literal
 
 import torch
 from lightning.pytorch.cli import LightningCLI
+from lightning.pytorch.utilities import rank_zero_info
 
-from rerag.callbacks import ProgressLines
+from rerag.callbacks import ProgressLines, ValidationSchedule, tested_step
 from rerag.data.datamodule import RERAGDataModule
 from rerag.module import RERAGModule, generator_spec
 
@@ -49,7 +51,14 @@ class RERAGCLI(LightningCLI):
             "--test_after_fit",
             type=bool,
             default=False,
-            help="after fit, run test on the best checkpoint (or the last weights)",
+            help="after fit, run test on the weights test_weights names",
+        )
+        parser.add_argument(
+            "--test_weights",
+            type=Literal["best", "final"],
+            default="best",
+            help="the weights test_after_fit tests: best (the checkpoint callback's best by its monitor; with "
+            "monitor null its latest, the final weights) or final (the weights the fit ended with)",
         )
         parser.add_argument(
             "--allow_emulated_bf16",
@@ -59,6 +68,8 @@ class RERAGCLI(LightningCLI):
         )
         # Always on: newline progress lines when stdout is a file (a scheduler's log), nothing on a terminal.
         parser.add_lightning_class_args(ProgressLines, "progress")
+        # Always on: validation in optimizer steps (`--validation.every_n_steps`), and always after the last step.
+        parser.add_lightning_class_args(ValidationSchedule, "validation")
 
     def _parse_ckpt_path(self) -> None:
         # LightningCLI replaces the model's settings with a --ckpt_path checkpoint's hyperparameters,
@@ -92,8 +103,11 @@ class RERAGCLI(LightningCLI):
         if not self.config.fit.get("test_after_fit"):
             return
         ckpt = self.trainer.checkpoint_callback
-        best = ckpt.best_model_path if ckpt is not None and getattr(ckpt, "best_model_path", "") else None
-        self.trainer.test(self.model, datamodule=self.datamodule, ckpt_path=best)
+        best = getattr(ckpt, "best_model_path", "") or None
+        path = best if self.config.fit.get("test_weights") == "best" else None
+        self.trainer.test(self.model, datamodule=self.datamodule, ckpt_path=path)
+        step = tested_step(self.trainer, self.model)
+        rank_zero_info(f"test_after_fit: tested the weights of optimizer step {step} ({path or 'final, in memory'})")
 
 
 #: Model settings that shape evaluation, not the weights: with --ckpt_path the config's and command

@@ -5,6 +5,7 @@ decoding and metrics it calls live in their own files."""
 from __future__ import annotations
 
 import math
+import warnings
 from functools import partial
 from pathlib import Path
 from typing import Literal, get_args, get_origin, get_type_hints
@@ -17,6 +18,7 @@ from transformers import get_scheduler
 
 from erag.answers import exact_match, token_f1
 from erag.lm import BASE_ADAPTER, load_tokenizer
+from rerag.callbacks import unreachable
 from rerag.data.datamodule import first_contexts, first_rows
 from rerag.decoding import marginalize_answers, top_k_per_question
 from rerag.defaults import TEST_TOP_K, VAL_TOP_K
@@ -371,6 +373,7 @@ class RERAGModule(L.LightningModule):
         # the generator cannot change (`keep_or_reset_answers`), and shared within each evaluation epoch
         self.generated: dict[tuple[int, ...], tuple[str, float]] = {}
         self.generated_at_step = -1
+        self.checkpoint_step: int | None = None  # the optimizer step of the checkpoint last loaded
 
     # ---- the frozen teacher's cache ------------------------------------------------------------
     def teacher_generator(self) -> tuple[Generator, dict]:
@@ -395,11 +398,12 @@ class RERAGModule(L.LightningModule):
         return teacher, name | {"weights": weights_fingerprint(teacher)}
 
     def on_fit_start(self) -> None:
-        """With `teacher_cache_dir`: read the teacher's F_ij for every training pair the fit's epochs
-        draw (`training_epochs`) from the cache, or compute and write them first (rank zero; the other
-        processes wait, then read)."""
+        """Warn of a stage or warm-up this fit does not reach. With `teacher_cache_dir`: read the
+        teacher's F_ij for every training pair the fit's epochs draw (`training_epochs`) from the
+        cache, or compute and write them first (rank zero; the other processes wait, then read)."""
         hp = self.hparams
         self.generated, self.generated_at_step = {}, -1  # answers are kept within one fit only
+        self.warn_of_unreached_stages()
         if hp.teacher_cache_dir is None:
             return
         data = self.trainer.datamodule
@@ -448,12 +452,27 @@ class RERAGModule(L.LightningModule):
         per_epoch = math.ceil(self.trainer.num_training_batches / self.trainer.accumulate_grad_batches)
         return math.ceil(steps / per_epoch)
 
+    def stage_ends(self) -> dict[str, int]:
+        """The optimizer step at which each first stage ends, named by its setting (none: one stage)."""
+        hp = self.hparams
+        return {f"model.{name}": hp[name] for name in ("teacher_steps", "generator_steps") if hp[name]}
+
+    def warn_of_unreached_stages(self) -> None:
+        """Warn where this fit ends before a stage after the first gets a step, or before a warm-up ends."""
+        hp, end = self.hparams, self.trainer.estimated_stepping_batches
+        if late := [f"{name} {step}" for name, step in self.stage_ends().items() if step >= end]:
+            warnings.warn(f"this fit ends at optimizer step {end}: no step follows {', '.join(late)}", stacklevel=2)
+        if hp.warmup_steps:  # the last schedule's warm-up, which starts where its stage does
+            start = hp.teacher_steps if hp.generator_schedule_from_teacher_steps else hp.generator_steps
+            unreachable(self.trainer, [("the end of model.warmup_steps", start + hp.warmup_steps)])
+
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         if self.teacher_cache_key is not None:
             checkpoint["teacher_cache_key"] = self.teacher_cache_key
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         self.teacher_cache_key = checkpoint.get("teacher_cache_key")
+        self.checkpoint_step = checkpoint.get("global_step")  # the step the loaded weights come from
 
     # ---- training -------------------------------------------------------------------------
     def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:

@@ -63,7 +63,7 @@ def test_a_wheel_installed_elsewhere_fits_the_shipped_demo_config(tmp_path):
             "2",
             "--trainer.limit_val_batches",
             "1",
-            "--trainer.val_check_interval",
+            "--validation.every_n_steps",
             "2",
             "--data.init_args.world.n_train_people",
             "8",

@@ -81,6 +81,6 @@ def export_checkpoint(
     measured = json.loads(metrics.read_text()) if metrics.is_file() else None
     spec = hparams.get("estimator")
     base = getattr(spec, "name_or_path", None) or (spec.get("name_or_path") if isinstance(spec, dict) else None)
-    card = estimator_card(estimator, base, hparams, data, measured)
+    card = estimator_card(estimator, base, hparams, data, measured, saved.get("global_step"))
     folders["model_card"] = write_card(folders["estimator"], card)
     return folders

@@ -76,9 +76,11 @@ def estimator_card(
     training: dict[str, Any] | None = None,
     data: dict[str, Any] | None = None,
     metrics: dict[str, float] | None = None,
+    step: int | None = None,
 ) -> str:
     """The card's text. `training` and `data` are the run's module and datamodule settings (only
-    `TRAINING_FIELDS` and `DATA_FIELDS` are shown), `metrics` its test metrics (`test/...`)."""
+    `TRAINING_FIELDS` and `DATA_FIELDS` are shown), `metrics` its test metrics (`test/...`, with the
+    tested weights' optimizer step as `global_step`), `step` the exported weights' optimizer step."""
     meta = {
         "library_name": "rerag",
         "pipeline_tag": "text-ranking",
@@ -110,9 +112,16 @@ def estimator_card(
         lines += [f"| {k} | `{json.dumps(v, default=str)}` |" for k, v in shown]
         lines.append("")
     lines += ["## Metrics", ""]
+    if step is not None:
+        lines += [f"These weights are the run's after optimizer step {step}.", ""]
     if metrics:
+        tested = metrics.get("global_step")
+        if tested is not None and step is not None and tested != step:
+            lines += [f"The test metrics below were measured on the weights of step {tested}, not on these.", ""]
+        elif tested is not None:
+            lines += [f"The test metrics below were measured on the weights of step {tested}.", ""]
         lines += ["The run's test metrics (`rerag fit`, `MetricsWriter`):", "", "| metric | value |", "|---|---|"]
-        lines += [f"| {k} | {v:.4f} |" for k, v in sorted(metrics.items()) if k != "global_step"]
+        lines += [f"| {k} | {v:.4f} |" for k, v in sorted(metrics.items()) if k.startswith("test/")]
     else:
         lines.append("No test metrics were found for this run.")
     lines += ["", "## Use", "", "With rerag:", "", "```python", "from rerag import RelevanceEstimator", ""]

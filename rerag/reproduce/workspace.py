@@ -60,12 +60,12 @@ SCALES = {
             "data.init_args.n_eval_contexts": 20,
             "model.recall_ks": [1, 5, 10, 20],
             "model.eval_depths": [10],
-            "trainer.val_check_interval": 4,
+            "validation.every_n_steps": 4,
             "trainer.limit_val_batches": 1,
         },
     ),
     # The demo's world and models, shortened training: the whole paper set within an hour on 2 cores.
-    "quick": Scale(fit_steps=600, ablation_steps=200, questions=100, overrides={"trainer.val_check_interval": 300}),
+    "quick": Scale(fit_steps=600, ablation_steps=200, questions=100, overrides={"validation.every_n_steps": 300}),
     # The demo's settings.
     "full": Scale(fit_steps=None, ablation_steps=1200, questions=None),
 }
@@ -164,9 +164,8 @@ class Workspace:
             "data.init_args.data_dir": self.data_dir,
             **{f"model.{k}": v for k, v in model.items()},
         }
-        if steps is not None:
+        if steps is not None:  # validated after the last step too (`ValidationSchedule`)
             overrides["trainer.max_steps"] = steps
-            overrides["trainer.val_check_interval"] = min(overrides.get("trainer.val_check_interval", steps), steps)
         if not validate:
             overrides["trainer.limit_val_batches"] = 0
         configs = [self.config] + ([Path(resolve(overlay))] if overlay else [])

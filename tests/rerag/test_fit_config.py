@@ -133,3 +133,43 @@ def test_a_checkpoint_keeps_its_trained_settings_by_name_and_takes_the_evaluatio
             run_cli(args)
     assert parsed.value.args == (3, [1, 2], 0.01)  # evaluation as asked, the trained setting the checkpoint's
     assert replaced_settings({"lr": 0.01, "test_top_k": 3}, {"lr": 0.01, "test_top_k": 1}) == {"test_top_k": (3, 1)}
+
+
+@pytest.mark.parametrize("weights, step", [("best", 3), ("final", 7)])
+def test_a_fit_tests_the_weights_it_names_and_says_their_step(
+    tmp_path, world_dir, chat_tokenizer_dir, caplog, weights, step
+):
+    """48 questions in batches of 2 and accumulations of 5: 5 steps an epoch, the last of 4 batches.
+    Validated every 3 steps and after the last (3, 6, 7); Lightning's ModelCheckpoint keeps the first
+    of the tied BM25 scores (step 3) as best; `test_weights` picks it or the final weights."""
+    import logging
+
+    import yaml
+
+    config_path = write_config(tmp_path / "tiny.yaml", world_dir, chat_tokenizer_dir)
+    config = yaml.safe_load(config_path.read_text())
+    config["trainer"] |= {
+        "enable_checkpointing": True,
+        "max_steps": 7,
+        "accumulate_grad_batches": 5,
+        "limit_val_batches": 1,
+        "limit_test_batches": 1,
+        "num_sanity_val_steps": 0,
+        "callbacks": [
+            {
+                "class_path": "lightning.pytorch.callbacks.ModelCheckpoint",
+                "init_args": {"dirpath": str(tmp_path / "ckpt"), "monitor": "val/retriever_recall@1", "mode": "max"},
+            },
+            {"class_path": "rerag.callbacks.MetricsWriter", "init_args": {"path": str(tmp_path / "metrics.json")}},
+        ],
+    }
+    config["data"]["init_args"]["test_file"] = str(world_dir / "test.jsonl")
+    config_path.write_text(yaml.safe_dump(config))
+    args = ["fit", "--config", str(config_path), "--validation.every_n_steps", "3", "--test_after_fit", "true"]
+    with caplog.at_level(logging.INFO):
+        cli = run_cli(args + ["--test_weights", weights, "--trainer.default_root_dir", str(tmp_path)])
+    assert cli.trainer.global_step == 7
+    written = json.loads((tmp_path / "metrics.json").read_text())
+    assert written["global_step"] == step
+    assert (written["checkpoint"] is None) == (weights == "final")
+    assert f"test_after_fit: tested the weights of optimizer step {step} (" in caplog.text

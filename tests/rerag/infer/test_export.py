@@ -71,6 +71,14 @@ def test_the_model_card_names_the_base_words_template_and_metrics(module_kwargs,
     assert "| test/re_recall@1 | 0.6250 |" in card and "| test/em | 0.2500 |" in card
     assert "`true` (relevant), `false`" in card and repr(module.hparams.re_template) in card
     assert "train_file" in card and "RelevanceEstimator.from_pretrained" in card and "AutoModelForSeq2SeqLM" in card
+    assert "These weights are the run's after optimizer step 2." in card
+    assert "measured on the weights of step 2." in card and "not on these" not in card
+
+    # metrics of other weights than the exported ones are said to be
+    metrics.write_text(json.dumps({"global_step": 1, "test/em": 0.25}))
+    main(["export", "--checkpoint", checkpoint, "--out", str(tmp_path / "other"), "--metrics", str(metrics)])
+    card = (tmp_path / "other" / "estimator" / "README.md").read_text()
+    assert "The test metrics below were measured on the weights of step 1, not on these." in card
 
 
 def test_predict_and_rank_agree_with_score(module_kwargs, data_kwargs):
