@@ -52,8 +52,10 @@ def make_squad(
     *,
     input: str,
     out: str = "data/squad",
-    fractions: tuple[float, float, float] = (0.6, 0.2, 0.2),
-    seed: int = 0,
+    fractions: tuple[float, float, float] | None = None,
+    seed: int | None = None,
+    test_articles: list[str] = [],
+    dev_articles: list[str] = [],
     retriever: Literal["bm25", "dense"] = "bm25",
     encoder: str = DENSE_ENCODER,
     train_k: int = TRAIN_CONTEXTS,
@@ -65,8 +67,11 @@ def make_squad(
     Args:
         input: SQuAD JSON (`{"data": [{"title", "paragraphs": [{"context", "qas"}]}]}`).
         out: output folder: corpus.jsonl, {train,dev,test}.jsonl, {split}_unanswerable.jsonl (SQuAD 2.0).
-        fractions: train, dev, test shares of the articles (dev and test get at least one article each).
-        seed: the seed that draws the articles of each split.
+        fractions: train, dev, test shares of the articles (default 0.6, 0.2, 0.2; dev and test get at least one article each).
+        seed: the seed that draws the articles of each split (default 0).
+        test_articles: the test split's articles by title, e.g. Sky_(United_Kingdom) (exclusive with fractions and seed);
+            training contexts then come from the training articles' passages alone.
+        dev_articles: the dev split's articles by title, with test_articles; train is the rest.
         retriever: bm25 (eor's BM25Retriever) or dense (eor's DenseRetriever with `encoder`).
         encoder: the dense retriever's encoder folder, or `package:path` (used only with --retriever dense).
         train_k: contexts per training question.
@@ -76,7 +81,9 @@ def make_squad(
     """
     from rerag.data.squad import make_squad as run
 
-    counts = run(input, out, fractions, seed, retriever, encoder, train_k, eval_k, max_words)
+    counts = run(
+        input, out, fractions, seed, retriever, encoder, train_k, eval_k, max_words, test_articles, dev_articles
+    )
     print(f"{counts.pop('passages')} passages -> {out}/corpus.jsonl")
     for split in ("train", "dev", "test"):
         print(

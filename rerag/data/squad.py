@@ -4,7 +4,11 @@
   most about `max_words` words. Sentences that an answer span crosses stay in one passage, so a span is
   never cut; a single sentence longer than `max_words` stays whole. One corpus serves every split, so
   retrieval over it is open-domain: the question's own paragraph competes with all the others.
-- Splits by article (no article in two splits), drawn with a seed.
+- Splits by article (no article in two splits), drawn with a seed, or named (`test_articles`,
+  `dev_articles`: a leave-one-article-out fold). With named articles the training questions' contexts
+  are retrieved from the training articles' passages alone, so no dev or test passage is a training
+  context; dev and test questions retrieve from every passage. (The seeded split keeps one corpus for
+  every split, as the shipped split's files were built.)
 - Contexts come from eor's retrievers (BM25 by default, or dense with an encoder folder), with the
   retriever's score. Each context has `has_answer` (DPR matching on the passage text, never the title)
   and `gold`: the passage holds one of the question's own answer spans (by character offsets in its
@@ -175,22 +179,50 @@ def split_articles(n: int, fractions: Sequence[float], seed: int) -> list[str]:
     return names
 
 
+def name_articles(titles: Sequence[str], test_articles: Sequence[str], dev_articles: Sequence[str]) -> list[str]:
+    """The split of each article of `titles`: test and dev as named (a title as the data file spells it,
+    `Sky_(United_Kingdom)`, or with spaces), train the rest, which must hold at least one."""
+    plain = lambda title: title.replace("_", " ")  # noqa: E731 (load_squad's titles have spaces)
+    named = {}
+    for split, chosen in (("test", test_articles), ("dev", dev_articles)):
+        if not chosen:
+            raise ValueError(f"{split}_articles: name at least one article")
+        for title in chosen:
+            if plain(title) not in map(plain, titles):
+                raise ValueError(f"{split}_articles: no article {title!r}; the file holds {', '.join(titles)}")
+            if named.setdefault(plain(title), split) != split:
+                raise ValueError(f"{split}_articles: {title!r} is named for test and for dev")
+    names = [named.get(plain(title), "train") for title in titles]
+    if "train" not in names:
+        raise ValueError("test_articles and dev_articles name every article: none is left to train on")
+    return names
+
+
 def make_squad(
     input: str | Path,
     out: str | Path,
-    fractions: Sequence[float] = (0.6, 0.2, 0.2),
-    seed: int = 0,
+    fractions: Sequence[float] | None = None,
+    seed: int | None = None,
     retriever: Literal["bm25", "dense"] = "bm25",
     encoder: str = DENSE_ENCODER,
     train_k: int = TRAIN_CONTEXTS,
     eval_k: int = EVAL_CONTEXTS,
     max_words: int = 100,
+    test_articles: Sequence[str] = (),
+    dev_articles: Sequence[str] = (),
 ) -> dict[str, int]:
     """Write OUT/corpus.jsonl, OUT/{train,dev,test}.jsonl and, for unanswerable questions,
-    OUT/{split}_unanswerable.jsonl. Returns counts: `passages`, `{split}_articles` and, per file written
-    (`train`, `train_unanswerable`, ...), its questions."""
+    OUT/{split}_unanswerable.jsonl. The split by article is drawn by `seed` in `fractions` (default
+    0, (0.6, 0.2, 0.2)), or named by `test_articles` and `dev_articles` (exclusive with those two).
+    Returns counts: `passages`, `{split}_articles` and, per file written (`train`,
+    `train_unanswerable`, ...), its questions."""
     articles = load_squad(input)
-    names = split_articles(len(articles), fractions, seed)
+    if test_articles or dev_articles:
+        if fractions is not None or seed is not None:
+            raise ValueError("test_articles / dev_articles name the split: leave fractions and seed unset")
+        names = name_articles([a["title"] for a in articles], test_articles, dev_articles)
+    else:
+        names = split_articles(len(articles), fractions or (0.6, 0.2, 0.2), 0 if seed is None else seed)
     corpus: list[Passage] = []
     questions: dict[str, list[dict]] = {}
     for a, article in enumerate(articles):
@@ -204,6 +236,9 @@ def make_squad(
                 file = names[a] + ("" if q["answers"] else "_unanswerable")
                 questions.setdefault(file, []).append({**q, "gold": gold})
     ranked = _retriever(corpus, retriever, encoder, max(train_k, eval_k))
+    if test_articles:  # a fold: training contexts from the training articles' passages alone
+        train_passages = [p for p in corpus if names[int(p.id.split(".")[0])] == "train"]
+        ranked_train = _retriever(train_passages, retriever, encoder, train_k)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     for split in SPLITS:  # a stale file from an earlier run would pass for this one's
@@ -216,8 +251,9 @@ def make_squad(
     for file in sorted(questions):
         qs = questions[file]
         k = train_k if file.startswith("train") else eval_k
+        retriever_of_file = ranked_train if test_articles and file.startswith("train") else ranked
         with open(out / f"{file}.jsonl", "w", encoding="utf-8") as f:
-            for q, hits in zip(qs, ranked.retrieve([q["question"] for q in qs])):
+            for q, hits in zip(qs, retriever_of_file.retrieve([q["question"] for q in qs])):
                 f.write(json.dumps(fid_record(q, hits[:k]), ensure_ascii=False) + "\n")
         counts[file] = len(qs)
     return counts

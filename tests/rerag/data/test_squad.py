@@ -211,3 +211,49 @@ def test_bad_input_names_file_and_field(tmp_path, make, where):
     ):
         make_squad(path, tmp_path / "out")
     assert not (tmp_path / "out").exists()
+
+
+def test_named_articles_make_a_fold_whose_training_contexts_are_its_own(tmp_path):
+    path = write(tmp_path / "squad.json", squad())
+    counts = make_squad(path, tmp_path / "fold", test_articles=["Mara_Quill"], dev_articles=["Beta Island"], train_k=5)
+    split_of = {
+        r["id"]: name.split("_")[0]
+        for name in ("train", "train_unanswerable", "dev", "dev_unanswerable", "test")
+        for r in lines(tmp_path / "fold" / f"{name}.jsonl")
+    }
+    assert split_of == {
+        "a1": "train",
+        "a2": "train",
+        "a3": "train",
+        "a4": "train",
+        "b1": "dev",
+        "b2": "dev",
+        "m1": "test",
+    }
+    assert [counts[f"{s}_articles"] for s in ("train", "dev", "test")] == [1, 1, 1]
+    # no dev or test passage among the training contexts, though BM25 over every passage would rank them
+    assert {c["title"] for r in lines(tmp_path / "fold" / "train.jsonl") for c in r["ctxs"]} == {"Alpha River"}
+    test_titles = {c["title"] for r in lines(tmp_path / "fold" / "test.jsonl") for c in r["ctxs"]}
+    assert test_titles == {"Alpha River", "Beta Island", "Mara Quill"}  # dev and test: open over every article
+
+
+@pytest.mark.parametrize(
+    "named, error",
+    [
+        (
+            dict(test_articles=["Gamma"], dev_articles=["Beta_Island"]),
+            "test_articles: no article 'Gamma'; the file holds Alpha River, Beta Island, Mara Quill",
+        ),
+        (
+            dict(test_articles=["Mara_Quill"], dev_articles=["Mara Quill"]),
+            "dev_articles: 'Mara Quill' is named for test and for dev",
+        ),
+        (dict(test_articles=["Mara_Quill", "Alpha_River"], dev_articles=["Beta_Island"]), "none is left to train on"),
+        (dict(test_articles=["Mara_Quill"]), "dev_articles: name at least one article"),
+        (dict(test_articles=["Mara_Quill"], dev_articles=["Beta_Island"], seed=1), "leave fractions and seed unset"),
+    ],
+)
+def test_a_bad_named_split_is_refused_before_anything_is_written(tmp_path, named, error):
+    with pytest.raises(ValueError, match=re.escape(error)):
+        make_squad(write(tmp_path / "squad.json", squad()), tmp_path / "out", **named)
+    assert not (tmp_path / "out").exists()
