@@ -107,18 +107,29 @@ def make_tokenizer(
     print(make_demo_tokenizer(out, vocab_size, words or ENGLISH_WORDS))
 
 
-def export(*, checkpoint: str, out: str, adapters_only: bool = False, metrics: str | None = None) -> None:
-    """Write a checkpoint's RE and generator as Hugging Face folders OUT/estimator (with a model card) and OUT/generator.
+def export(
+    *,
+    checkpoint: str,
+    out: str,
+    adapters_only: bool = False,
+    metrics: str | None = None,
+    serving: list[str] | None = None,
+) -> None:
+    """Write a checkpoint's RE and generator as Hugging Face folders OUT/estimator (with a model card) and OUT/generator,
+    and the RE in the formats other tools serve rerankers with.
 
     Args:
         checkpoint: a checkpoint written by `rerag fit`.
         out: output folder.
         adapters_only: write LoRA adapters instead of merged weights (needs base models loaded from a name or path).
         metrics: the run's test metrics JSON for the model card (default: test_metrics.json beside the checkpoint's folder).
+        serving: the serving formats to write (default: every one the RE can take; [] none): cross_encoder
+            (OUT/estimator becomes a sentence-transformers CrossEncoder folder too) and sequence_classification
+            (OUT/sequence_classification, for vLLM's /rerank and /score and transformers). Decoder-only REs only.
     """
     from rerag.infer.export import export_checkpoint
 
-    for name, path in export_checkpoint(checkpoint, out, adapters_only, metrics).items():
+    for name, path in export_checkpoint(checkpoint, out, adapters_only, metrics, serving).items():
         print(f"{name}: {path}")
 
 

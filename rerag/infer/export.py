@@ -61,26 +61,35 @@ def export(
 
 
 def export_checkpoint(
-    checkpoint: str | Path, out_dir: str | Path, adapters_only: bool = False, metrics: str | Path | None = None
+    checkpoint: str | Path,
+    out_dir: str | Path,
+    adapters_only: bool = False,
+    metrics: str | Path | None = None,
+    serving: list[str] | None = None,
 ) -> dict[str, Path]:
-    """`export` of a `rerag fit` checkpoint, with a model card (`README.md`) in the RE's folder: the
-    base model, the run's settings and data, and its test metrics from `metrics` (default: the
-    `test_metrics.json` beside the checkpoint's folder, where the shipped configs write it)."""
+    """`export` of a `rerag fit` checkpoint, then its `serving` formats (`rerag.infer.serving`; None:
+    every one the RE can take, none with `adapters_only`), with a model card (`README.md`) in the
+    RE's folder: the base model, the run's settings and data, its test metrics from `metrics`
+    (default: the `test_metrics.json` beside the checkpoint's folder, where the shipped configs
+    write it) and how to score with each format written."""
     import json
 
     import torch
 
     from rerag.infer.model_card import estimator_card, write_card
+    from rerag.infer.serving import export_serving
 
     # the settings only: mmap reads no weights here (load_checkpoint reads them once, below)
     saved = torch.load(checkpoint, map_location="cpu", weights_only=True, mmap=True)
     hparams, data = dict(saved.get("hyper_parameters", {})), dict(saved.get("datamodule_hyper_parameters", {}))
     estimator, generator = load_checkpoint(checkpoint)
     folders = export(estimator, generator, out_dir, adapters_only)
+    served = export_serving(estimator, out_dir, [] if adapters_only and serving is None else serving)
+    folders |= {fmt: path for fmt, path in served.items() if fmt != "cross_encoder"}
     metrics = Path(metrics) if metrics else Path(checkpoint).resolve().parent.parent / "test_metrics.json"
     measured = json.loads(metrics.read_text()) if metrics.is_file() else None
     spec = hparams.get("estimator")
     base = getattr(spec, "name_or_path", None) or (spec.get("name_or_path") if isinstance(spec, dict) else None)
-    card = estimator_card(estimator, base, hparams, data, measured, saved.get("global_step"))
+    card = estimator_card(estimator, base, hparams, data, measured, saved.get("global_step"), list(served))
     folders["model_card"] = write_card(folders["estimator"], card)
     return folders

@@ -70,6 +70,52 @@ s = (logits[true_id] - logits[false_id]).item()  # the log-odds; P(relevant) = s
 ```"""
 
 
+def _usage_serving(estimator: RelevanceEstimator, serving: list[str]) -> list[str]:
+    """The card's lines on the serving formats written (`rerag.infer.serving`)."""
+    lines = []
+    if estimator.model.config.is_encoder_decoder:
+        lines += [
+            "No serving format (sentence-transformers' CrossEncoder, a sequence classifier) expresses an",
+            "encoder-decoder RE, which reads its first decoder step: score it with rerag or transformers as above.",
+            "",
+        ]
+    if not serving:
+        return lines
+    lines += [
+        "A (query, document) pair's document is the passage's text: the template's `{title}` is empty. A server",
+        "scores the whole prompt: rerag cuts the passage to fit the input length"
+        + (f" and scores windows of {estimator.context_words} words" if estimator.context_words else "")
+        + ", so scores agree for whole passages within it.",
+        "",
+    ]
+    if "cross_encoder" in serving:
+        lines += [
+            "With sentence-transformers (>= 5.4; this folder is a CrossEncoder folder too): `predict` returns",
+            "sigmoid(s), or s with `activation_fn=torch.nn.Identity()`.",
+            "",
+            "```python",
+            "from sentence_transformers import CrossEncoder",
+            "",
+            'model = CrossEncoder("path/to/estimator")',
+            'model.rank("who wrote X?", ["passage one", "passage two"])',
+            "```",
+            "",
+        ]
+    if "sequence_classification" in serving:
+        lines += [
+            "As a sequence classifier (`../sequence_classification`, one label whose logit is s): vLLM's `/rerank`",
+            "and `/score` return sigmoid(s); its `chat_template.jinja` renders this RE's prompt (the `vllm` line",
+            "below is not run by rerag's tests; `AutoModelForSequenceClassification` is).",
+            "",
+            "```bash",
+            "vllm serve path/to/sequence_classification --task score --chat-template path/to/sequence_classification/chat_template.jinja",
+            'curl localhost:8000/rerank -d \'{"query": "who wrote X?", "documents": ["passage one", "passage two"]}\'',
+            "```",
+            "",
+        ]
+    return lines
+
+
 def estimator_card(
     estimator: RelevanceEstimator,
     base_model: str | None = None,
@@ -77,10 +123,12 @@ def estimator_card(
     data: dict[str, Any] | None = None,
     metrics: dict[str, float] | None = None,
     step: int | None = None,
+    serving: list[str] = (),
 ) -> str:
     """The card's text. `training` and `data` are the run's module and datamodule settings (only
     `TRAINING_FIELDS` and `DATA_FIELDS` are shown), `metrics` its test metrics (`test/...`, with the
-    tested weights' optimizer step as `global_step`), `step` the exported weights' optimizer step."""
+    tested weights' optimizer step as `global_step`), `step` the exported weights' optimizer step,
+    `serving` the serving formats written beside it (`rerag.infer.serving`)."""
     meta = {
         "library_name": "rerag",
         "pipeline_tag": "text-ranking",
@@ -137,6 +185,7 @@ def estimator_card(
         "",
         _usage_transformers(estimator),
         "",
+        *_usage_serving(estimator, serving),
     ]
     return "\n".join(lines)
 
