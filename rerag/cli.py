@@ -144,6 +144,7 @@ def rerank(
     dtype: Literal["float32", "bfloat16", "float16"] = "float32",
     compile: bool = False,
     trust_remote_code: bool = False,
+    trec_run: str | None = None,
 ) -> None:
     """Rerank a FiD file's contexts with an exported RE (re_score = s, re_prob = calibrated P or sigmoid s).
 
@@ -157,13 +158,32 @@ def rerank(
         dtype: the RE's weights in inference: bfloat16 halves memory and speeds up GPUs; s is float32 either way.
         compile: torch.compile the RE's encoder and decoder stacks (slow first batches; pays off on long files).
         trust_remote_code: allow model code from the model folder.
+        trec_run: also write the RE's order as a TREC run (qid Q0 docid rank score rerag; scores strictly decreasing).
     """
     from rerag.infer.loading import load_estimator
     from rerag.infer.rerank import rerank_file
 
     model = load_estimator(estimator, device, dtype, compile, trust_remote_code)
-    n = rerank_file(model, input, output, top_k, batch_size)
-    print(f"{n} questions -> {output}")
+    n = rerank_file(model, input, output, top_k, batch_size, trec_run)
+    print(f"{n} questions -> {output}" + (f", {trec_run}" if trec_run else ""))
+
+
+def beir_to_fid(*, beir: str, run: str, out: str, split: str = "test", k: int = 100) -> None:
+    """Turn a BEIR folder and any retriever's TREC run into a FiD file: each query's top k by the run.
+
+    Args:
+        beir: a BEIR folder: corpus.jsonl (_id, title, text), queries.jsonl (_id, text; answers in metadata.answers
+            when the data has them), qrels/SPLIT.tsv.
+        run: a TREC run (qid Q0 docid rank score tag), e.g. pyserini's BM25.
+        out: the FiD JSONL to write.
+        split: the qrels split whose queries are kept.
+        k: documents kept per query.
+    """
+    from rerag.data.ir_formats import beir_to_fid as convert
+    from rerag.infer.rerank import write_records
+
+    n = write_records(out, convert(beir, run, split, k))
+    print(f"{n} queries -> {out}")
 
 
 def predict_file(
@@ -345,6 +365,7 @@ COMMANDS = {
     "pretrain-estimator": "rerag.demo.estimator_pretraining:pretrain_estimator_command",
     "export": "rerag.cli:export",
     "rerank": "rerag.cli:rerank",
+    "beir-to-fid": "rerag.cli:beir_to_fid",
     "predict-file": "rerag.cli:predict_file",
     "calibrate": "rerag.cli:calibrate",
     "unanswerable-report": "rerag.cli:unanswerable_report",

@@ -18,6 +18,7 @@ import torch
 
 from erag.progress import progress
 from rerag.data.fid_format import read_fid
+from rerag.data.ir_formats import write_trec_run
 from rerag.models.estimator import RelevanceEstimator
 
 
@@ -65,7 +66,19 @@ def rerank_file(
     output_path: str | Path,
     top_k: int | None = None,
     batch_size: int = 64,
+    trec_run: str | Path | None = None,
 ) -> int:
-    """Validate `input_path` (FiD JSON or JSONL; answers optional), rerank it, write `output_path`."""
+    """Validate `input_path` (FiD JSON or JSONL; answers optional), rerank it, write `output_path`
+    and, with `trec_run`, the RE's order as a TREC run (`rerag.data.ir_formats.write_trec_run`)."""
+    ranking = {}
+
+    def kept(records: Iterable[dict]) -> Iterator[dict]:
+        for record in records:
+            ranking[record["id"]] = [(c["id"], c["re_score"]) for c in record["ctxs"]]
+            yield record
+
     records = read_fid(input_path, require_answers=False)
-    return write_records(output_path, rerank(estimator, records, top_k, batch_size))
+    n = write_records(output_path, kept(rerank(estimator, records, top_k, batch_size)))
+    if trec_run is not None:
+        write_trec_run(trec_run, ranking, tag="rerag")
+    return n

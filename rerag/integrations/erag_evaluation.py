@@ -12,6 +12,7 @@ import torch
 import erag
 from erag.lm import load_lm
 from rerag.data.fid_format import read_fid
+from rerag.data.ir_formats import write_qrels
 from rerag.defaults import ERAG_TOP_K
 from rerag.infer.loading import models_for_evaluation
 from rerag.infer.readers import RAGReader
@@ -20,17 +21,30 @@ from rerag.models.estimator import RelevanceEstimator
 
 
 def rank_records(records: list[dict], estimator: RelevanceEstimator | None, top_k: int) -> tuple[dict, dict]:
-    """eRAG's inputs: each question's top-k documents, by the RE's score (or, with no estimator,
-    in the file's retriever order), and its gold answers; keyed by record id."""
+    """eRAG's inputs: each question's top-k documents (and their ids, `document_ids`), by the RE's
+    score (or, with no estimator, in the file's retriever order), and its gold answers; keyed by
+    record id."""
     results, expected = {}, {}
     for r in records:
         ctxs = r["ctxs"]
         if estimator is not None:
             order = torch.argsort(estimator.score(r["question"], ctxs), descending=True, stable=True).tolist()
             ctxs = [ctxs[j] for j in order]
-        results[r["id"]] = {"question": r["question"], "documents": [passage_text(c) for c in ctxs[:top_k]]}
+        results[r["id"]] = {
+            "question": r["question"],
+            "documents": [passage_text(c) for c in ctxs[:top_k]],
+            "document_ids": [c["id"] for c in ctxs[:top_k]],
+        }
         expected[r["id"]] = list(r["answers"])
     return results, expected
+
+
+def erag_qrels(results: dict, labels: dict[str, list[float]], threshold: float) -> dict[str, dict[str, int]]:
+    """eRAG's labels as integer qrels: a document is relevant (1) where its label is at least `threshold`."""
+    return {
+        qid: {docid: int(label >= threshold) for docid, label in zip(results[qid]["document_ids"], labels[qid])}
+        for qid in results
+    }
 
 
 def generator_reader(pl_module: L.LightningModule) -> RAGReader:
@@ -61,6 +75,8 @@ def run_erag(
     llm: str | None = None,
     checkpoint: str | None = None,
     estimator: str | None = None,
+    qrels: str | None = None,
+    qrels_threshold: float = 0.5,
 ) -> dict:
     """Evaluate a ranking of `data_file`'s contexts with eRAG and correlate it with end-to-end EM.
 
@@ -80,6 +96,9 @@ def run_erag(
             checkpoint's generator.
         checkpoint: a RE-RAG Lightning checkpoint: its generator reads unless `llm` is given; its RE ranks.
         estimator: an exported RE folder that ranks (and weighs answers) in place of the checkpoint's.
+        qrels: also write eRAG's per-document labels as TREC qrels (qid 0 docid rel) for ir-measures, ranx or
+            trec_eval: rel 1 where the reader's downstream score on the document alone is at least qrels_threshold.
+        qrels_threshold: see qrels (EM labels are 0 or 1 already; F1 or ROUGE labels are graded).
     """
     estimator, generator, llm = models_for_evaluation(checkpoint, estimator, llm)
     if ranking == "re" and estimator is None:
@@ -101,6 +120,8 @@ def run_erag(
     }
     out = Path(output_dir)
     erag.write_report(result, out / "erag_report.json", out / "erag_scatter.png")
+    if qrels is not None:
+        write_qrels(qrels, erag_qrels(results, result["labelings"]["erag"]["labels"], qrels_threshold))
     print(f"end-to-end {downstream_metric}: {result['end_to_end']['aggregated']:.4f}")
     for name, scored in result["labelings"].items():
         tau = {
