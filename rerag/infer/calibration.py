@@ -330,10 +330,12 @@ def calibrate_saved(
     trust_remote_code: bool = False,
 ) -> tuple[dict[str, Any], Path]:
     """`calibrate` on files (`rerag calibrate`'s arguments): the exported RE folder `estimator`, FiD
-    files `dev` and `test`; the calibration is saved into the RE's folder. Returns the report and the
-    calibration file."""
+    files `dev` and `test`; the calibration is saved into the RE's folder, and the serving formats
+    beside it are rewritten with it (`rerag.infer.serving.update_serving`). Returns the report and
+    the calibration file."""
     from rerag.data.fid_format import read_fid
     from rerag.infer.loading import load_estimator
+    from rerag.infer.serving import update_serving
 
     model = load_estimator(estimator, device, trust_remote_code=trust_remote_code)
     report = calibrate(
@@ -350,4 +352,6 @@ def calibrate_saved(
         dev_name=dev,
         test_name=test or "test",
     )
-    return report, model.calibration.save(estimator)
+    saved = model.calibration.save(estimator)
+    update_serving(model, estimator)  # the CrossEncoder and the sequence classifier take the calibration
+    return report, saved

@@ -91,7 +91,8 @@ def _usage_serving(estimator: RelevanceEstimator, serving: list[str]) -> list[st
     if "cross_encoder" in serving:
         lines += [
             "With sentence-transformers (>= 5.4; this folder is a CrossEncoder folder too): `predict` returns",
-            "sigmoid(s), or s with `activation_fn=torch.nn.Identity()`.",
+            "sigmoid(s), or s with `activation_fn=torch.nn.Identity()`; after `rerag calibrate` (Platt) the",
+            "calibrated P = sigmoid(a s + b), or a s + b.",
             "",
             "```python",
             "from sentence_transformers import CrossEncoder",
@@ -103,7 +104,8 @@ def _usage_serving(estimator: RelevanceEstimator, serving: list[str]) -> list[st
         ]
     if "sequence_classification" in serving:
         lines += [
-            "As a sequence classifier (`../sequence_classification`, one label whose logit is s): vLLM's `/rerank`",
+            "As a sequence classifier (`../sequence_classification`, one label whose logit is s, or a s after",
+            "`rerag calibrate`: a Platt offset b has no place in it): vLLM's `/rerank`",
             "and `/score` return sigmoid(s); its `chat_template.jinja` renders this RE's prompt (the `vllm` line",
             "below is not run by rerag's tests; `AutoModelForSequenceClassification` is).",
             "",

@@ -19,8 +19,14 @@ prompt included, since neither sentence-transformers nor vLLM asks for it); any 
 renders as the base model's template does, which is what rerag itself reads. The template's
 `{title}` is empty (a pair has no title slot) and `{text}` / `{context}` is the document.
 
+A Platt calibration (`rerag calibrate`, per context: P = sigmoid(a s + b)) is folded in: the
+CrossEncoder gets a one-weight `Dense` layer after its score, so it returns the calibrated P (a s + b
+with the identity activation); the sequence classifier's row is scaled by a (its logit a s; the
+offset b has no place there, which the card says). An isotonic calibration cannot be folded: the
+formats are refused for it. `rerag calibrate` rewrites the serving folders it finds.
+
 An encoder-decoder (T5) RE reads its first decoder step, which neither format expresses: both are
-skipped for it (refused when named), and its card points to the `rerankers` library's T5 ranker.
+skipped for it (refused when named).
 What no server does: rerag cuts the passage to fit the RE's `max_length` and scores windows
 (`context_words`); a server scores the whole prompt. Scores agree for prompts within `max_length`
 and whole passages.
@@ -35,6 +41,7 @@ from pathlib import Path
 import torch
 
 from erag.lm import chat_affixes
+from rerag.models.calibration import PlattCalibrator
 from rerag.models.estimator import RelevanceEstimator
 
 #: The serving formats `rerag export` writes (`--serving`), each a folder name.
@@ -122,6 +129,9 @@ def refusal(estimator: RelevanceEstimator, fmt: str) -> str | None:
         return f"{fmt}: the RE's tokenizer has no chat template to carry the (query, document) pair"
     if getattr(estimator.model, "peft_config", None):
         return f"{fmt}: the RE was exported as adapters only; export it merged"
+    calibrator = estimator.calibration and estimator.calibration.per_context
+    if calibrator is not None and not isinstance(calibrator, PlattCalibrator):
+        return f"{fmt}: the {calibrator.kind} calibration is not a linear map of s and cannot be folded into a served score"
     special_tokens = fmt == "sequence_classification"  # vLLM tokenizes the rendered prompt with them
     if not renders_as_rerag(estimator, special_tokens):
         return (
@@ -138,10 +148,17 @@ def write_chat_template(estimator: RelevanceEstimator, folder: str | Path) -> Pa
     return path
 
 
+def platt(estimator: RelevanceEstimator) -> tuple[float, float] | None:
+    """The per-context Platt calibration's (a, b), None without one."""
+    calibrator = estimator.calibration and estimator.calibration.per_context
+    return (calibrator.a, calibrator.b) if isinstance(calibrator, PlattCalibrator) else None
+
+
 def write_cross_encoder(estimator: RelevanceEstimator, folder: str | Path) -> Path:
-    """Make the RE's exported folder a sentence-transformers CrossEncoder folder too."""
+    """Make the RE's exported folder a sentence-transformers CrossEncoder folder too (with the
+    Platt calibration as a one-weight layer after the score)."""
     from sentence_transformers import CrossEncoder
-    from sentence_transformers.cross_encoder.modules import LogitScore, Transformer
+    from sentence_transformers.cross_encoder.modules import Dense, LogitScore, Transformer
 
     folder = Path(folder)
     write_chat_template(estimator, folder)
@@ -150,7 +167,11 @@ def write_cross_encoder(estimator: RelevanceEstimator, folder: str | Path) -> Pa
         transformer_task="text-generation",
         processor_kwargs={"model_max_length": estimator.model.config.max_position_embeddings},
     )
-    model = CrossEncoder(modules=[transformer, LogitScore(estimator.true_id, estimator.false_id)])
+    modules = [transformer, LogitScore(estimator.true_id, estimator.false_id)]
+    if (ab := platt(estimator)) is not None:
+        weight, bias = torch.tensor([[ab[0]]]), torch.tensor([ab[1]])
+        modules.append(Dense(1, 1, True, torch.nn.Identity(), weight, bias, module_input_name="scores"))
+    model = CrossEncoder(modules=modules)
     with warnings.catch_warnings():  # its model card's generic text says nothing of the RE: rerag writes its own
         warnings.simplefilter("ignore")
         model.save(str(folder), create_model_card=False)
@@ -159,7 +180,8 @@ def write_cross_encoder(estimator: RelevanceEstimator, folder: str | Path) -> Pa
 
 
 def write_sequence_classification(estimator: RelevanceEstimator, folder: str | Path) -> Path:
-    """`<Arch>ForSequenceClassification` with one label: the score row W_lm[true] - W_lm[false]."""
+    """`<Arch>ForSequenceClassification` with one label: the score row W_lm[true] - W_lm[false],
+    times a Platt calibration's a."""
     from transformers import AutoModelForSequenceClassification
 
     folder = Path(folder)
@@ -175,7 +197,8 @@ def write_sequence_classification(estimator: RelevanceEstimator, folder: str | P
     classifier.model.load_state_dict(body)
     weight = lm.get_output_embeddings().weight
     with torch.no_grad():
-        classifier.score.weight.copy_((weight[estimator.true_id].float() - weight[estimator.false_id].float())[None])
+        row = weight[estimator.true_id].float() - weight[estimator.false_id].float()
+        classifier.score.weight.copy_(row[None] * (1.0 if (ab := platt(estimator)) is None else ab[0]))
     classifier.config.architectures = [type(classifier).__name__]
     classifier.save_pretrained(folder, safe_serialization=True)
     estimator.tokenizer.save_pretrained(folder)
@@ -184,6 +207,21 @@ def write_sequence_classification(estimator: RelevanceEstimator, folder: str | P
 
 
 WRITERS = {"cross_encoder": write_cross_encoder, "sequence_classification": write_sequence_classification}
+
+
+def update_serving(estimator: RelevanceEstimator, folder: str | Path) -> dict[str, Path]:
+    """Rewrite the serving formats already beside the RE's exported `folder` (after `rerag calibrate`);
+    where its calibration cannot be folded in, leave them and print why."""
+    folder = Path(folder)
+    markers = {
+        "cross_encoder": folder / "modules.json",
+        "sequence_classification": folder.parent / "sequence_classification",
+    }
+    present = [fmt for fmt, marker in markers.items() if marker.exists()]
+    if why := next(filter(None, (refusal(estimator, fmt) for fmt in present)), None):
+        print(f"serving formats left as they were (uncalibrated): {why}")
+        return {}
+    return export_serving(estimator, folder.parent, present)
 
 
 def export_serving(

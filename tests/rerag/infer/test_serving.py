@@ -146,3 +146,35 @@ def test_rerag_export_writes_every_format_and_the_card_says_what_each_returns(
     main(["export", "--checkpoint", checkpoint, "--out", str(tmp_path / "narrow"), "--serving", "[]"])
     assert not (tmp_path / "narrow" / "sequence_classification").exists()
     assert not (tmp_path / "narrow" / "estimator" / "modules.json").exists()
+
+
+def test_a_platt_calibration_is_folded_into_both_formats_and_an_isotonic_one_refused(causal_export, capsys):
+    """After `rerag calibrate` (here: its calibration set by hand), the CrossEncoder returns the
+    calibrated P = sigmoid(a s + b) and the sequence classifier's logit is a s."""
+    from sentence_transformers import CrossEncoder
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    from rerag.infer.serving import update_serving
+    from rerag.models.calibration import Calibration, IsotonicCalibrator, PlattCalibrator
+
+    out, estimator, _ = causal_export
+    batch = pairs(100, seed=2)
+    s = estimator.predict(batch)
+    platt = PlattCalibrator(a=2.5, b=-0.75)
+    platt.fitted_on = {"n": 1, "positives": 1, "source": "test"}
+    estimator.calibration = Calibration(per_context=platt)
+    assert set(update_serving(estimator, out / "estimator")) == {"cross_encoder", "sequence_classification"}
+    served = torch.as_tensor(CrossEncoder(str(out / "estimator")).predict(batch))
+    assert (served - torch.sigmoid(2.5 * s - 0.75)).abs().max() <= 1e-5
+    folder = out / "sequence_classification"
+    tok, model = AutoTokenizer.from_pretrained(folder), AutoModelForSequenceClassification.from_pretrained(folder)
+    messages = [{"role": "query", "content": batch[0][0]}, {"role": "document", "content": batch[0][1]}]
+    enc = tok(tok.apply_chat_template(messages, tokenize=False), add_special_tokens=False, return_tensors="pt")
+    with torch.no_grad():
+        assert model(**enc).logits[0, 0].item() == pytest.approx(2.5 * s[0].item(), abs=1e-4)
+
+    isotonic = IsotonicCalibrator(x=[-1.0, 1.0], y=[0.2, 0.8])
+    isotonic.fitted_on = {"n": 1, "positives": 1, "source": "test"}
+    estimator.calibration = Calibration(per_context=isotonic)
+    assert update_serving(estimator, out / "estimator") == {}
+    assert "left as they were (uncalibrated): cross_encoder: the isotonic calibration" in capsys.readouterr().out
