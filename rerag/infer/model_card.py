@@ -11,6 +11,7 @@ from typing import Any
 
 import yaml
 
+from rerag.infer.serving import t5_ranker_arguments
 from rerag.models.estimator import RelevanceEstimator
 
 #: Settings of the run worth a reader's eye, in this order, when the checkpoint has them.
@@ -74,9 +75,17 @@ def _usage_serving(estimator: RelevanceEstimator, serving: list[str]) -> list[st
     """The card's lines on the serving formats written (`rerag.infer.serving`)."""
     lines = []
     if estimator.model.config.is_encoder_decoder:
+        arguments = ", ".join(f"{k}={v!r}" for k, v in t5_ranker_arguments(estimator).items())
         lines += [
-            "No serving format (sentence-transformers' CrossEncoder, a sequence classifier) expresses an",
-            "encoder-decoder RE, which reads its first decoder step: score it with rerag or transformers as above.",
+            "With the `rerankers` library's T5 ranker (tested with rerankers 0.10; it returns sigmoid(s) and cuts",
+            "inputs at 512 tokens; a passage is its text, the template's title left empty):",
+            "",
+            "```python",
+            "from rerankers.models.t5ranker import T5Ranker",
+            "",
+            f'ranker = T5Ranker("path/to/estimator", {arguments})',
+            'ranker.rank("who wrote X?", ["passage one", "passage two"])',
+            "```",
             "",
         ]
     if not serving:

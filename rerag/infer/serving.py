@@ -26,7 +26,9 @@ offset b has no place there, which the card says). An isotonic calibration canno
 formats are refused for it. `rerag calibrate` rewrites the serving folders it finds.
 
 An encoder-decoder (T5) RE reads its first decoder step, which neither format expresses: both are
-skipped for it (refused when named).
+skipped for it (refused when named). The `rerankers` library's `T5Ranker` reads a T5 RE's folder as
+it is (`t5_ranker_arguments`: the label words' token pieces and the template in its `{query}` /
+`{text}` form) and returns sigmoid(s), cutting inputs at 512 tokens.
 What no server does: rerag cuts the passage to fit the RE's `max_length` and scores windows
 (`context_words`); a server scores the whole prompt. Scores agree for prompts within `max_length`
 and whole passages.
@@ -222,6 +224,14 @@ def update_serving(estimator: RelevanceEstimator, folder: str | Path) -> dict[st
         print(f"serving formats left as they were (uncalibrated): {why}")
         return {}
     return export_serving(estimator, folder.parent, present)
+
+
+def t5_ranker_arguments(estimator: RelevanceEstimator) -> dict[str, str]:
+    """`rerankers.models.t5ranker.T5Ranker`'s arguments that make it score a T5 RE's exported folder as
+    rerag does: the true/false token pieces (not ids) and the input template (no title slot)."""
+    true_piece, false_piece = estimator.tokenizer.convert_ids_to_tokens([estimator.true_id, estimator.false_id])
+    template = estimator.template.replace("{question}", "{query}").replace("{title}", "").replace("{context}", "{text}")
+    return {"token_true": true_piece, "token_false": false_piece, "inputs_template": template}
 
 
 def export_serving(

@@ -178,3 +178,29 @@ def test_a_platt_calibration_is_folded_into_both_formats_and_an_isotonic_one_ref
     estimator.calibration = Calibration(per_context=isotonic)
     assert update_serving(estimator, out / "estimator") == {}
     assert "left as they were (uncalibrated): cross_encoder: the isotonic calibration" in capsys.readouterr().out
+
+
+def test_the_rerankers_t5_ranker_scores_a_t5_re_as_rerag_does(module_kwargs, tmp_path):
+    """rerankers' T5Ranker with the card's arguments returns sigmoid(s) on the exported T5 RE's folder."""
+    from rerankers.models.t5ranker import T5Ranker
+
+    from rerag.infer.serving import t5_ranker_arguments
+
+    torch.manual_seed(0)
+    module = RERAGModule(**module_kwargs).eval()
+    export(module.estimator, module.generator, tmp_path / "export")
+    estimator = RelevanceEstimator.from_pretrained(tmp_path / "export" / "estimator", max_length=512)
+    ranker = T5Ranker(
+        str(tmp_path / "export" / "estimator"),
+        verbose=0,
+        dtype=torch.float32,
+        device="cpu",
+        **t5_ranker_arguments(estimator),
+    )
+    question, passages = "who founded the city?", [p for _, p in pairs(60, seed=3)]
+    got = torch.tensor(ranker._get_scores(question, passages))
+    assert (got - torch.sigmoid(estimator.score(question, passages))).abs().max() <= 1e-5
+    from rerag.infer.model_card import estimator_card
+
+    card = estimator_card(estimator)
+    assert 'T5Ranker("path/to/estimator", token_true=' in card
