@@ -71,6 +71,19 @@ s = (logits[true_id] - logits[false_id]).item()  # the log-odds; P(relevant) = s
 ```"""
 
 
+def _versions() -> str:
+    """The installed versions of the libraries the card's snippets call."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    found = []
+    for name in ("rerag", "transformers", "sentence-transformers", "rerankers"):
+        try:
+            found.append(f"{name} {version(name)}")
+        except PackageNotFoundError:
+            pass
+    return ", ".join(found)
+
+
 def _usage_serving(estimator: RelevanceEstimator, serving: list[str]) -> list[str]:
     """The card's lines on the serving formats written (`rerag.infer.serving`)."""
     lines = []
@@ -183,7 +196,8 @@ def estimator_card(
         lines += [f"| {k} | {v:.4f} |" for k, v in sorted(metrics.items()) if k.startswith("test/")]
     else:
         lines.append("No test metrics were found for this run.")
-    lines += ["", "## Use", "", "With rerag:", "", "```python", "from rerag import RelevanceEstimator", ""]
+    lines += ["", "## Use", "", f"rerag's tests run each snippet below; this card was written with {_versions()}."]
+    lines += ["", "With rerag:", "", "```python", "from rerag import RelevanceEstimator", ""]
     lines += [
         're = RelevanceEstimator.from_pretrained("path/to/estimator")',
         're.rank("who wrote X?", ["passage one", "passage two"], top_k=1)  # [{"corpus_id": ..., "score": s}]',

@@ -204,3 +204,28 @@ def test_the_rerankers_t5_ranker_scores_a_t5_re_as_rerag_does(module_kwargs, tmp
 
     card = estimator_card(estimator)
     assert 'T5Ranker("path/to/estimator", token_true=' in card
+
+
+def python_blocks(card: str) -> list[str]:
+    return [block.split("```", 1)[0] for block in card.split("```python\n")[1:]]
+
+
+@pytest.mark.parametrize("kind", ["causal", "t5"])
+def test_every_python_snippet_of_the_card_runs(
+    kind, causal_module_kwargs, module_kwargs, whole_tokenizer_dir, tmp_path
+):
+    """The card's snippets (rerag, plain transformers, and per format sentence-transformers or rerankers)
+    run as printed, on the exported folder."""
+    from rerag.infer.model_card import estimator_card
+
+    torch.manual_seed(0)
+    tokenizers = {"re_tokenizer": whole_tokenizer_dir, "generator_tokenizer": whole_tokenizer_dir}
+    module = RERAGModule(**(causal_module_kwargs | tokenizers if kind == "causal" else module_kwargs)).eval()
+    export(module.estimator, module.generator, tmp_path / "export")
+    estimator = RelevanceEstimator.from_pretrained(tmp_path / "export" / "estimator")
+    card = estimator_card(estimator, serving=list(export_serving(estimator, tmp_path / "export")))
+    blocks = python_blocks(card)
+    assert len(blocks) == 3  # rerag, transformers, and sentence-transformers or rerankers
+    for block in blocks:
+        code = block.replace("path/to/estimator", str(tmp_path / "export" / "estimator")).replace('"..."', '"who?"')
+        exec(compile(code, "card", "exec"), {})
