@@ -136,7 +136,10 @@ def main() -> None:
 
     torch.manual_seed(0)
     estimator = RelevanceEstimator.from_pretrained(args.export / "estimator", context_words=None, max_length=4096)
-    cross_encoder = CrossEncoder(str(args.export / "estimator"), activation_fn=torch.nn.Identity())
+    estimator.model.float()  # an export keeps the run's dtype (bf16 for the SmolLM2 configs)
+    cross_encoder = CrossEncoder(
+        str(args.export / "estimator"), activation_fn=torch.nn.Identity(), model_kwargs={"dtype": torch.float32}
+    )
     systems = {
         "rerag predict": lambda p: estimator.predict(p, args.batch_size),
         "CrossEncoder": lambda p: torch.as_tensor(cross_encoder.predict(p, batch_size=args.batch_size)),

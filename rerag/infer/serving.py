@@ -29,6 +29,7 @@ An encoder-decoder (T5) RE reads its first decoder step, which neither format ex
 skipped for it (refused when named). The `rerankers` library's `T5Ranker` reads a T5 RE's folder as
 it is (`t5_ranker_arguments`: the label words' token pieces and the template in its `{query}` /
 `{text}` form) and returns sigmoid(s), cutting inputs at 512 tokens.
+
 What no server does: rerag cuts the passage to fit the RE's `max_length` and scores windows
 (`context_words`); a server scores the whole prompt. Scores agree for prompts within `max_length`
 and whole passages.
@@ -252,7 +253,7 @@ def export_serving(
     if written and estimator.context_words:
         warnings.warn(
             f"the RE scores passages by windows of {estimator.context_words} words ({estimator.window_pooling} "
-            "pooled); the serving formats score a passage whole, as the model card's metrics say",
+            "pooled); the serving formats score a passage whole, as the model card says",
             stacklevel=2,
         )
     return written
