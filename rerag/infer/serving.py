@@ -196,6 +196,7 @@ def write_sequence_classification(estimator: RelevanceEstimator, folder: str | P
         config.pad_token_id = estimator.tokenizer.eos_token_id
     config.architectures = None
     classifier = AutoModelForSequenceClassification.from_config(config, dtype=lm.dtype)
+    classifier.score.float()  # W_true - W_false of bf16 rows is not a bf16 row: kept in float32
     body = {k.removeprefix("model."): v for k, v in lm.state_dict().items() if k.startswith("model.")}
     classifier.model.load_state_dict(body)
     weight = lm.get_output_embeddings().weight
