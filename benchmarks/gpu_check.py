@@ -316,6 +316,8 @@ def demo_config(args, max_steps: int, demo_out: Path, scratch: Path) -> str:
         if kind in paths:
             key, value = paths[kind]
             callback["init_args"][key] = str(value)
+        if kind == "MetricsWriter":  # its per-question results too, not into the working folder's outputs/
+            callback["init_args"]["results"] = str(demo_out / "test_results.jsonl")
         callbacks.append(callback)
     trainer["callbacks"] = callbacks
     data["data_dir"] = str(scratch / "data")
