@@ -37,9 +37,9 @@ def _lines(path: Path) -> Iterable[tuple[int, list[str]]]:
                 yield number, line.split()
 
 
-def read_trec_run(path: str | Path) -> Ranking:
-    """A TREC run: each query's documents best first by score (the file's order among ties)."""
-    path, ranking, seen = Path(path), {}, set()
+def _run_entries(path: Path) -> Iterable[tuple[int, str, str, float]]:
+    """(line number, qid, docid, score) of each line of a TREC run, checked."""
+    seen = set()
     for number, fields in _lines(path):
         if len(fields) != 6:
             raise FiDFormatError(
@@ -56,8 +56,19 @@ def read_trec_run(path: str | Path) -> Ranking:
         if (qid, docid) in seen:
             raise FiDFormatError(path, number, "docid", f"{docid!r} is listed twice for query {qid!r}")
         seen.add((qid, docid))
-        ranking.setdefault(qid, []).append((docid, value))
+        yield number, qid, docid, value
+
+
+def _ranking(entries: Iterable[tuple[int, str, str, float]]) -> Ranking:
+    ranking = {}
+    for _, qid, docid, score in entries:
+        ranking.setdefault(qid, []).append((docid, score))
     return {qid: sorted(docs, key=lambda d: -d[1]) for qid, docs in ranking.items()}
+
+
+def read_trec_run(path: str | Path) -> Ranking:
+    """A TREC run: each query's documents best first by score (the file's order among ties)."""
+    return _ranking(_run_entries(Path(path)))
 
 
 def read_qrels(path: str | Path) -> dict[str, dict[str, int]]:
@@ -106,10 +117,9 @@ def beir_to_fid(beir_dir: str | Path, run_file: str | Path, split: str = "test",
     queries = _jsonl(beir / "queries.jsonl", ("_id", "text"))
     qrels_file = beir / "qrels" / f"{split}.tsv"
     qrels = read_qrels(qrels_file)
-    run = read_trec_run(run_file)
-    numbers = {}  # the first run line of each (query, document), for errors
-    for number, fields in _lines(run_file):
-        numbers.setdefault((fields[0], fields[2]), number)
+    entries = list(_run_entries(run_file))
+    run = _ranking(entries)
+    numbers = {(qid, docid): number for number, qid, docid, _ in entries}  # for errors
     for qid, docs in run.items():
         if qid not in queries:
             raise FiDFormatError(
