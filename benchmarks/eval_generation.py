@@ -56,7 +56,13 @@ def shared_first_picks(results: list[dict], records: dict[str, dict], depth: int
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--config", type=Path, default=Path("configs/squad_smollm2_teacher.yaml"))
+    p.add_argument(
+        "--config",
+        type=Path,
+        nargs="+",
+        default=[Path("configs/squad_smollm2_base.yaml"), Path("configs/squad_smollm2_teacher.yaml")],
+        help="fit config files, overlays after their base",
+    )
     p.add_argument("--ckpt", type=Path, help="a checkpoint of the config's module (default: its untrained RE)")
     p.add_argument("--batches", type=int, default=10, help="test batches timed (the config's eval_batch_size each)")
     p.add_argument("--results", type=Path, help="a finished test's test_results.jsonl: count, do not time")
@@ -73,7 +79,7 @@ def main() -> None:
         print("| " + " | ".join(counts) + " |\n" + "|---" * len(counts) + "|")
         print("| " + " | ".join(f"{v:.2f}" if isinstance(v, float) else str(v) for v in counts.values()) + " |")
         return
-    cli = build_fit(["--config", str(args.config), "--trainer.logger", "false"])
+    cli = build_fit([*(a for c in args.config for a in ("--config", str(c))), "--trainer.logger", "false"])
     module, data = cli.model, cli.datamodule
     if args.ckpt:
         module.load_state_dict(torch.load(args.ckpt, map_location="cpu", weights_only=False)["state_dict"])
@@ -112,7 +118,7 @@ def main() -> None:
                 answers[way] += [(r["answer"], r["answer_retriever_order"]) for r in module.results["test"]]
     differ = sum(a != b for a, b in zip(answers["shared"], answers["apart"]))
     print(
-        f"\nEvaluation step, {args.config.name}, {questions} test questions ({args.batches} batches), "
+        f"\nEvaluation step, {args.config[-1].name}, {questions} test questions ({args.batches} batches), "
         f"top k {module.hparams.test_top_k}, eval_depths {module.hparams.eval_depths}, "
         f"{torch.get_num_threads()} threads\n"
     )

@@ -1,6 +1,6 @@
 """How fast is the joint training step (eq. 12: RE and generator both train) on a real LM?
 
-Builds `configs/squad_smollm2.yaml`'s module joint from step 0 (`model.teacher_steps 0`: the
+Builds the joint config's module joint from step 0 (`model.stages [{}]`: the
 generator scores F_ij live, as in the joint stage) and times its training step (forward and
 backward over both adapters; the optimizer step is left out) on the same training questions under
 several settings, in one run, each on the data its settings make and with the config's number of
@@ -47,8 +47,7 @@ import argparse
 from pathlib import Path
 
 import torch
-from re_teacher_speed import BF16, FLOAT32, LONG_GEN, LONG_RE, batches, build, time_steps
-from re_teacher_speed import DROPOUT as RE_DROPOUT
+from common import BF16, FLOAT32, LONG_GEN, LONG_RE, RE_DROPOUT, batches, build, time_steps
 
 from rerag.data.datamodule import RERAGDataModule
 
@@ -102,7 +101,13 @@ def tokens(rows: list[dict], key: str) -> tuple[float, float]:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--config", type=Path, default=Path("configs/squad_smollm2.yaml"))
+    p.add_argument(
+        "--config",
+        type=Path,
+        nargs="+",
+        default=[Path("configs/squad_smollm2_base.yaml"), Path("configs/squad_smollm2.yaml")],
+        help="fit config files, overlays after their base",
+    )
     p.add_argument("--questions", type=int, default=4, help="timed training questions per setting")
     p.add_argument(
         "--rows",
@@ -114,10 +119,10 @@ def main() -> None:
     )
     p.add_argument("--warmup", type=int, default=1, help="untimed steps per setting on its first questions")
     args = p.parse_args()
-    common = ["--config", str(args.config), "--trainer.logger", "false"]
+    common = [*(a for c in args.config for a in ("--config", str(c))), "--trainer.logger", "false"]
     # joint from step 0: no first stage, so none of its settings (its cache, its teacher's question term)
-    common += ["--model.teacher_steps", "0", "--model.teacher_cache_dir", "null"]
-    common += ["--model.generator_schedule_from_teacher_steps", "false", "--model.teacher_question_template", "null"]
+    common += ["--model.stages", "[{}]", "--model.teacher_cache_dir", "null"]
+    common += ["--model.teacher_question_template", "null"]
     built: dict[str, object] = {}
     results = {}
     chosen = list(settings().items())
@@ -138,7 +143,7 @@ def main() -> None:
     baseline = next(iter(results.values()))[0]
     contexts = base["n_train_contexts"] + base["n_deep_contexts"]
     print(
-        f"\nJoint training step, {args.config.name}, {args.questions} questions x {contexts} contexts "
+        f"\nJoint training step, {args.config[-1].name}, {args.questions} questions x {contexts} contexts "
         f"per setting, {torch.get_num_threads()} threads\n"
     )
     print(

@@ -2,9 +2,9 @@
 
 Runs `rerag fit` of the config (arguments after `--` override it as in `rerag fit`, after this
 script's own settings) with the generator frozen and its F_ij (eq. 8) cached:
-`model.freeze_generator` and `model.teacher_cache_dir` (`--teacher-cache`; `rerag.teacher_cache`)
+a one-stage `model.stages` (the RE alone, `re_learns_from: teacher`) and `model.teacher_cache_dir` (`--teacher-cache`; `rerag.teacher_cache`)
 score every training (question, answer, context) once at fit start, and a later run with the same
-teacher, data and prompt reads them back. Only the RE trains (`RERAGModule.estimator_parameters`,
+teacher, data and prompt reads them back. Only the RE trains (`rerag.optimization.estimator_parameters`,
 the config's `estimator_lr`, accumulation and clipping) on L_gen + L_re + L_tok (eq. 12). The
 teacher is the config's generator, or `--teacher` (`model.teacher`): any Hugging Face LM, such as
 the `generator` folder that `rerag export` writes of a joint run's checkpoint (merged: with a
@@ -15,11 +15,10 @@ questions) and every `--eval-every` optimizer steps. The config's loggers, check
 callbacks are left out: the run writes only the teacher cache, and with `--save` the joint
 checkpoint `--checkpoint` with its RE replaced by the one trained here, for `rerag test
 --ckpt_path`, `rerag export` and `predict-file`; `--resume` starts the RE from such a file.
-Where `re_depth.py` and `re_learnability.py` try the demo's random-init RE, this tries any RE the
-config can build: a LoRA adapter on a causal LM included.
+It tries any RE the config can build: a LoRA adapter on a causal LM included.
 
     rerag export --checkpoint outputs/squad_smollm2/checkpoints/final.ckpt --out outputs/squad_smollm2/export
-    python benchmarks/re_alone.py --config configs/squad_smollm2.yaml \\
+    python benchmarks/re_alone.py --config configs/squad_smollm2_base.yaml configs/squad_smollm2.yaml \\
         --teacher outputs/squad_smollm2/export/generator --teacher-cache outputs/teacher_cache \\
         --steps 60 --eval-every 20 --dev-questions 30 -- --model.estimator_lora.layers_to_transform null
 """
@@ -27,6 +26,7 @@ config can build: a LoRA adapter on a causal LM included.
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import sys
 import time
@@ -49,7 +49,8 @@ def frozen_teacher_overrides(cache_dir: Path, steps: int) -> list[str]:
     optimizer steps, a dev pass before training (step 0) and nothing written but the cache. The
     generator answers only at validation, from its top context: dev EM is not what is measured."""
     return [
-        *("--model.freeze_generator", "true", "--model.generator_lora", "null"),
+        *("--model.stages", json.dumps([{"train": "estimator", "re_learns_from": "teacher"}])),
+        *("--model.generator_lora", "null"),
         *("--model.teacher_cache_dir", str(cache_dir), "--model.val_top_k", "1"),
         *("--trainer.max_steps", str(steps)),
         *("--trainer.num_sanity_val_steps", "-1", "--trainer.logger", "false"),
@@ -58,10 +59,10 @@ def frozen_teacher_overrides(cache_dir: Path, steps: int) -> list[str]:
     ]
 
 
-def build(config: Path, overrides: list[str]) -> RERAGCLI:
+def build(config: list[Path], overrides: list[str]) -> RERAGCLI:
     """The config's trainer, module and datamodule, as `rerag fit` builds them with `overrides`,
     without the config file the CLI would write into the run's folder."""
-    cli = build_fit(["--config", str(config), *overrides])
+    cli = build_fit([*(a for c in config for a in ("--config", str(c))), *overrides])
     cli.trainer.callbacks[:] = [c for c in cli.trainer.callbacks if not isinstance(c, SaveConfigCallback)]
     return cli
 
@@ -163,7 +164,7 @@ def main() -> None:
     argv = sys.argv[1:]
     overrides = argv[argv.index("--") + 1 :] if "--" in argv else []
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--config", type=Path, required=True, help="a `rerag fit` config")
+    p.add_argument("--config", type=Path, nargs="+", required=True, help="`rerag fit` config files, overlays last")
     p.add_argument(
         "--teacher",
         default=None,
@@ -213,7 +214,7 @@ def main() -> None:
         if f"{order}_{relevant}recall@1" in points[0]
     ]
     print(
-        f"\nThe RE alone, {args.config.name} {' '.join(overrides)}: dev Recall@1 over "
+        f"\nThe RE alone, {args.config[-1].name} {' '.join(overrides)}: dev Recall@1 over "
         f"{data.hparams.n_eval_contexts} contexts ({len(module.results['val'])} questions); teacher "
         f"{module.teacher_spec.name_or_path or 'the config generator'}, F_ij of {len(module.teacher_scores)} training "
         f"pairs {'read from' if cache in cached_before else 'written to'} {cache}; {(time.time() - start) / 60:.1f} min\n"

@@ -1,6 +1,6 @@
 """How fast does the RE train against a frozen teacher? Questions per second of the training step.
 
-Builds the module of a frozen-teacher fit config (`configs/squad_smollm2_teacher.yaml` by default)
+Builds the module of a frozen-teacher fit config (the SmolLM2 base with `configs/squad_smollm2_teacher.yaml` by default)
 and times its training step (forward, backward; the optimizer step is the same in every row and
 left out) on the same training questions under seven settings, in one run:
 
@@ -27,27 +27,13 @@ Every row reads the config's number of training contexts per question.
 from __future__ import annotations
 
 import argparse
-import time
 from pathlib import Path
 
 import torch
+from common import BF16, FLOAT32, LONG_GEN, LONG_RE, RE_DROPOUT, batches, build, time_steps
 
 from rerag.data.datamodule import RERAGDataModule
-from rerag.fit_config import build_fit
 from rerag.teacher_cache import build_teacher_scores
-
-LONG_RE = "Does the context answer the question? Answer true or false.\nQuestion: {question}\nContext: {title}. {text}"
-LONG_GEN = (
-    "Answer the question with a short span copied from the context.\nContext: {title}. {text}\nQuestion: {question}"
-)
-
-
-#: Model and trainer overrides for each precision, whatever the config sets: float32 weights and no
-#: autocast, or the base's weights in bfloat16 and the step under bf16-mixed autocast (kept on a CPU that
-#: emulates bf16, to measure it).
-FLOAT32 = ["--model.estimator.dtype", "null", "--trainer.precision", "32-true"]
-DROPOUT = ["--model.estimator_lora.dropout", "0.05"]  # the RE adapter's dropout before the speed work
-BF16 = ["--model.estimator.dtype", "bfloat16", "--trainer.precision", "bf16-mixed", "--allow_emulated_bf16", "true"]
 
 
 def settings() -> dict[str, tuple[list[str], dict]]:
@@ -63,8 +49,8 @@ def settings() -> dict[str, tuple[list[str], dict]]:
     }
     whole = {"share_prefix": False}  # rows 1-5: every row run whole, as measured before the models shared prefixes
     return {
-        "live teacher, long prompts": (FLOAT32 + DROPOUT, {"cached": False, **long_prompts, **whole}),
-        "cached teacher, long prompts": (FLOAT32 + DROPOUT, {"cached": True, **long_prompts, **whole}),
+        "live teacher, long prompts": (FLOAT32 + RE_DROPOUT, {"cached": False, **long_prompts, **whole}),
+        "cached teacher, long prompts": (FLOAT32 + RE_DROPOUT, {"cached": True, **long_prompts, **whole}),
         "cached, short prompts": (FLOAT32, {"cached": True, **whole_passages, **whole}),
         "cached, short prompts, 60-word windows": (FLOAT32, {"cached": True, **whole}),
         "cached, short prompts, 60-word windows, bf16": (BF16, {"cached": True, **whole}),
@@ -73,45 +59,28 @@ def settings() -> dict[str, tuple[list[str], dict]]:
     }
 
 
-def batches(data: RERAGDataModule, n: int) -> list[dict]:
-    data.setup("fit")
-    loader = iter(data.train_dataloader())
-    return [next(loader) for _ in range(n)]
-
-
-def build(args: list[str]):
-    """The fit CLI of `args`, its module's logging a no-op (no trainer runs its loop here)."""
-    torch.manual_seed(0)
-    cli = build_fit(args)
-    cli.model.log_dict = lambda *a, **k: None
-    return cli
-
-
-def time_steps(module, rows: list[dict], precision, warmup: int = 1) -> float:
-    """Seconds per question of forward and backward over `rows` (one batch each), after `warmup`
-    untimed steps on the first rows (a compiled model compiles there, for each shape it meets).
-    `precision`: the trainer's precision plugin, whose autocast wraps the forward as in `fit`."""
-    module.train()
-    for i, batch in enumerate(rows[:warmup] + rows):
-        if i == warmup:
-            start = time.perf_counter()
-        with precision.forward_context():
-            loss = module.training_step(batch, i)
-        loss.backward()
-        module.zero_grad(set_to_none=True)
-    return (time.perf_counter() - start) / sum(len(b["ids"]) for b in rows)
-
-
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--config", type=Path, default=Path("configs/squad_smollm2_teacher.yaml"))
+    p.add_argument(
+        "--config",
+        type=Path,
+        nargs="+",
+        default=[Path("configs/squad_smollm2_base.yaml"), Path("configs/squad_smollm2_teacher.yaml")],
+        help="fit config files, overlays after their base",
+    )
     p.add_argument("--questions", type=int, default=6, help="timed training questions per setting")
     args = p.parse_args()
     # every row's F is the answer's alone (eq. 8), as the rows were measured: the config's question
     # template adds a cached log P(q | c), which the live rows would have no cache to read from; and every
     # row times the RE's step, so without the config's first stage, in which the generator trains
-    common = ["--config", str(args.config), "--trainer.logger", "false", "--model.teacher_question_template", "null"]
-    common += ["--model.generator_steps", "0", "--model.generator_lora", "null"]
+    common = [*(a for c in args.config for a in ("--config", str(c))), "--trainer.logger", "false"]
+    common += ["--model.teacher_question_template", "null"]
+    common += [
+        "--model.stages",
+        '[{"train": "estimator", "re_learns_from": "teacher"}]',
+        "--model.generator_lora",
+        "null",
+    ]
     built: dict[str, object] = {}
     results = {}
     for name, (model_args, row) in settings().items():
@@ -143,7 +112,7 @@ def main() -> None:
     baseline = next(iter(results.values()))[0]
     own = results["cached teacher, long prompts"][0]
     print(
-        f"\nRE training step, {args.config.name}, {args.questions} questions x "
+        f"\nRE training step, {args.config[-1].name}, {args.questions} questions x "
         f"{base['n_train_contexts']} contexts per setting, {torch.get_num_threads()} threads\n"
     )
     print(

@@ -8,7 +8,7 @@ config's ModelCheckpoint keeps on each `--test-files` file, and ends with one ta
 seed, the RE's gold Recall@1 and RE-RAG's F1 against the retriever's order read by the same
 generator, with paired-bootstrap 95% intervals (`rerag.infer.compare`), and their mean over seeds.
 
-    python benchmarks/seed_sweep.py --config configs/squad_smollm2_teacher.yaml --seeds 3 4 5 --parallel 3 \\
+    python benchmarks/seed_sweep.py --config configs/squad_smollm2_base.yaml configs/squad_smollm2_teacher.yaml --seeds 3 4 5 --parallel 3 \\
         --test-files data/squad_sentences/test.jsonl --out outputs/seed_sweep -- --trainer.accelerator gpu
 
 Arguments after `--` go to every `rerag fit` and `rerag test`. The seeds share the config's teacher
@@ -51,6 +51,15 @@ def seed_config(text: str, root: str, new_root: str) -> str:
     return re.sub(re.escape(root) + r"(?=/|\s|$)", new_root, text, flags=re.MULTILINE)
 
 
+def merged_config(configs: list[str]) -> str:
+    """One config's text from a base and its overlays (`rerag fit --print_config` of them in order);
+    a single file's text as it is."""
+    if len(configs) == 1:
+        return Path(resolve(configs[0])).read_text()
+    argv = [sys.executable, "-m", "rerag", "fit", *(a for c in configs for a in ("--config", resolve(c)))]
+    return subprocess.run([*argv, "--print_config"], check=True, capture_output=True, text=True).stdout
+
+
 def callback_args(config: dict, kind: str) -> dict:
     """The init_args of the config's callback whose class name ends with `kind`."""
     for callback in config["trainer"].get("callbacks") or []:
@@ -82,9 +91,9 @@ def written_results(config: dict) -> Path:
 class Sweep:
     """The seeds' runs of one config: each seed's steps in order, the seeds on threads, one deadline."""
 
-    def __init__(self, config: str, out: Path, test_files: list[str], extra: list[str], deadline: float):
+    def __init__(self, config: list[str], out: Path, test_files: list[str], extra: list[str], deadline: float):
         self.out, self.test_files, self.extra, self.deadline = out, test_files, extra, deadline
-        self.text = Path(resolve(config)).read_text()
+        self.text = merged_config(config)
         parsed = yaml.safe_load(self.text)
         self.root = parsed["trainer"]["default_root_dir"]
         self.fit_test_file = parsed["data"]["init_args"].get("test_file")
@@ -189,7 +198,12 @@ def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     extra = argv[argv.index("--") + 1 :] if "--" in argv else []
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--config", required=True, help="a fit config (rerag:configs/... names a shipped one)")
+    parser.add_argument(
+        "--config",
+        nargs="+",
+        required=True,
+        help="fit config files, overlays last (rerag:configs/... names a shipped one)",
+    )
     parser.add_argument("--seeds", type=int, nargs="+", required=True)
     parser.add_argument("--out", type=Path, required=True, help="OUT/seed<S>/ per seed, OUT/sweep.md the table")
     parser.add_argument("--test-files", nargs="*", default=[], help="tested after fit, beside the config's test file")

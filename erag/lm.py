@@ -154,9 +154,9 @@ def shared_prefix_length(input_ids: torch.Tensor, attention_mask: torch.Tensor) 
 
 def shares_prefix(share_prefix: bool | None, device: torch.device) -> bool:
     """Whether a decoder-only model runs its rows' shared prompt prefix once (`decoder_states`).
-    None (auto): on a CPU only. There the prefix's arithmetic is the cost, and sharing it made the
-    SmolLM2 RE's scoring 1.38x and the joint training step 1.18x faster; on a GPU a small model's step
-    waits on the host's kernel launches, which the prefix's own pass adds to (BENCHMARKS.md)."""
+    None (auto): on a CPU only. There the prefix's arithmetic is the cost, and running it once
+    instead of once per row saves it; on a GPU a small model's step waits on the host's kernel
+    launches, which the prefix's own pass adds to."""
     return device.type == "cpu" if share_prefix is None else share_prefix
 
 

@@ -15,7 +15,7 @@ from kernels.true_false_logits import logsumexp_rows, softmax_grad
 
 SLICE_ELEMENTS = 2**25  # float32 logits per vocabulary slice (128 MiB): bounds the peak memory above ONE_SLICE_ELEMENTS
 # Up to this many logits (N * V) the head runs as one slice: there it is launch-bound, and one slice
-# lets the logsumexp kernel pick log p_t, log p_f itself (N = 1280 in BENCHMARKS.md).
+# lets the logsumexp kernel pick log p_t, log p_f itself (e.g. N = 1280 at V = 32,128).
 ONE_SLICE_ELEMENTS = 2**26
 
 

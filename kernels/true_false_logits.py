@@ -13,8 +13,8 @@ import torch
 import triton
 import triton.language as tl
 
-# Launch settings: BLOCK columns per program step and num_warps. The best of
-# `python benchmarks/kernel.py --sweep` on an H200 (BENCHMARKS.md): 78% and 83% of its bandwidth.
+# Launch settings: BLOCK columns per program step and num_warps, the fastest of a sweep of both
+# on an H200 (`kernel.py --sweep` among the benchmark scripts).
 LSE_LAUNCH = dict(BLOCK=8192, num_warps=4)
 GRAD_LAUNCH = dict(BLOCK=4096, num_warps=8)
 
@@ -40,7 +40,7 @@ def _lse_kernel(
         m = m_new
     lse = m + tl.log(s)
     tl.store(lse_ptr + row, lse)
-    if PICK:  # here rather than as four small PyTorch ops: the op is launch-bound at small N (BENCHMARKS.md)
+    if PICK:  # here rather than as four small PyTorch ops: the op is launch-bound at small N
         tl.store(log_pt_ptr + row, tl.load(z_row + true_id).to(acc_ty) * scale - lse)
         tl.store(log_pf_ptr + row, tl.load(z_row + false_id).to(acc_ty) * scale - lse)
 

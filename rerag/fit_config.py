@@ -11,12 +11,14 @@ from pathlib import Path
 from typing import Literal
 
 import torch
+import yaml
 from lightning.pytorch.cli import LightningCLI
 from lightning.pytorch.utilities import rank_zero_info
 
+from rerag.assembly import generator_spec
 from rerag.callbacks import ProgressLines, ValidationSchedule, tested_step
 from rerag.data.datamodule import RERAGDataModule
-from rerag.module import RERAGModule, generator_spec
+from rerag.module import RERAGModule, check_checkpoint_version
 
 #: Model settings the datamodule shares: it tokenizes with the models' own tokenizers and input settings.
 LINKED = (
@@ -36,7 +38,48 @@ def _trusts_remote_code(spec) -> bool:
     return bool(getattr(getattr(spec, "init_args", spec), "trust_remote_code", False))
 
 
+#: The settings rerag 0.2 removed, and what replaces each (docs/migration.md).
+REMOVED_SETTINGS = {
+    "model.freeze_generator": "model.stages: [{train: estimator, re_learns_from: teacher}]",
+    "model.teacher_steps": "model.stages: [{steps: N, train: estimator, re_learns_from: teacher}, {train: both}]",
+    "model.generator_steps": (
+        "model.stages: [{steps: N, train: generator, marginalize_with: retriever}, "
+        "{train: estimator, re_learns_from: teacher}]"
+    ),
+    "model.generator_schedule_from_teacher_steps": "model.stages[i].schedule (run: each model's schedule spans its stages)",
+    "model.marginalize_with": "model.stages[i].marginalize_with",
+    "model.objective": "model.stages: [{train: estimator, re_learns_from: labels}] for pointwise",
+    "data.init_args.skip_short_train_contexts": "nothing (a dropped setting, docs/research.md)",
+}
+
+
+def check_removed_settings(args: list[str]) -> None:
+    """Name each setting rerag 0.2 removed that a config file or an argument gives, with what replaces it."""
+    given = []
+    for i, arg in enumerate(args):
+        name, _, value = arg.partition("=")
+        if name == "--config":
+            path = value or (args[i + 1] if i + 1 < len(args) else "")
+            config = yaml.safe_load(Path(path).read_text()) if Path(path).is_file() else None
+            given += [(f"{path}: {key}", key) for key in _keys(config)]
+        elif name.startswith("--"):
+            given.append((name, name[2:]))
+    if found := [f"{where} -> {REMOVED_SETTINGS[key]}" for where, key in given if key in REMOVED_SETTINGS]:
+        raise ValueError("settings removed in rerag 0.2 (docs/migration.md): " + "; ".join(found))
+
+
+def _keys(config, prefix: str = "") -> list[str]:
+    """The dotted keys of a config's nested mappings (`model.teacher_steps`, `data.init_args.seed` ...)."""
+    if not isinstance(config, dict):
+        return []
+    return [k for key, value in config.items() for k in (f"{prefix}{key}", *_keys(value, f"{prefix}{key}."))]
+
+
 class RERAGCLI(LightningCLI):
+    def parse_arguments(self, parser, args) -> None:
+        check_removed_settings(list(sys.argv[1:] if args is None else args))
+        super().parse_arguments(parser, args)
+
     def add_arguments_to_parser(self, parser) -> None:
         for name in LINKED:
             parser.link_arguments(f"model.{name}", f"data.init_args.{name}")
@@ -79,6 +122,8 @@ class RERAGCLI(LightningCLI):
         subcommand = self.config.get("subcommand")
         if not subcommand or not self.config[subcommand].get("ckpt_path"):
             return super()._parse_ckpt_path()
+        path = self.config[subcommand].ckpt_path
+        check_checkpoint_version(torch.load(path, map_location="cpu", weights_only=False, mmap=True), path)
         asked = self.config[subcommand].model.as_dict()
         super()._parse_ckpt_path()
         replaced = replaced_settings(asked, self.config[subcommand].model.as_dict())
@@ -162,9 +207,7 @@ def cpu_computes_bf16(cpuinfo: str | Path = "/proc/cpuinfo") -> bool | None:
 def float32_where_bf16_is_emulated(config, cpuinfo: str | Path = "/proc/cpuinfo") -> None:
     """Switch a run on a CPU without bf16 instructions from a bf16 precision to float32: trainer
     precision 32-true and the models' bf16 weights loaded in float32 (`dtype` null), and warn saying
-    so. oneDNN emulates bf16 matmuls there: the frozen-teacher RE's training step ran 2.6x slower than
-    in float32 on an AVX512 CPU and 20x slower on an AVX2 one (`benchmarks/re_teacher_speed.py`,
-    BENCHMARKS.md). `allow_emulated_bf16` keeps bf16."""
+    so. oneDNN emulates bf16 matmuls there, slower than float32. `allow_emulated_bf16` keeps bf16."""
     trainer = config.trainer
     on_cpu = trainer.get("accelerator") == "cpu" or (
         trainer.get("accelerator") == "auto" and not torch.cuda.is_available()
@@ -183,8 +226,8 @@ def float32_where_bf16_is_emulated(config, cpuinfo: str | Path = "/proc/cpuinfo"
             changed.append(f"model.{field}.dtype {spec.dtype} -> null")
             spec.dtype = None
     warnings.warn(
-        "a CPU without bf16 instructions (no avx512_bf16 or amx_bf16 in /proc/cpuinfo) emulates bf16, several "
-        f"times slower than float32: running in float32 ({'; '.join(changed)}); --allow_emulated_bf16 true keeps bf16",
+        "a CPU without bf16 instructions (no avx512_bf16 or amx_bf16 in /proc/cpuinfo) emulates bf16, slower "
+        f"than float32: running in float32 ({'; '.join(changed)}); --allow_emulated_bf16 true keeps bf16",
         stacklevel=2,
     )
 

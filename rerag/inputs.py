@@ -34,7 +34,7 @@ def passage_windows(context: Context, n_words: int) -> list[Context]:
     """`context` as overlapping windows of `n_words` words of its text (stride n_words // 2, the last
     one flush with the end; the context itself when no longer), each a context of the same kind. An
     RE trained on windows of one length scores a passage by its best window (MaxP): scored whole, it
-    rewards what a longer passage holds more of (BENCHMARKS.md)."""
+    rewards what a longer passage holds more of."""
     words = (context if isinstance(context, str) else context["text"]).split()
     if len(words) <= n_words:
         return [context]

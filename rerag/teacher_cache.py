@@ -1,6 +1,6 @@
 """The frozen teacher's answer likelihoods, computed once and kept on disk.
 
-An RE trained against a frozen teacher (`RERAGModule(freeze_generator=True)`) needs from it only
+An RE trained against a frozen teacher (a stage with `re_learns_from: teacher`, `rerag.stages`) needs from it only
 F_ij = log P_G(a_i | q_i, c_j) (eq. 8) for every (question, answer, context) that training draws in
 its epochs (`RERAGDataModule.teacher_triples`): the teacher's
 distribution Q_G = softmax_j(F_ij) that L_re distils (eq. 9-10) and the F that L_gen marginalizes
@@ -16,7 +16,7 @@ log P_T(q_i | c_j) = log P_T(q_i, a_i | c_j), so Q_G = softmax_j(F_ij) is the po
 context given the question and its answer under a uniform prior. Not the paper's eq. 8 (the answer
 alone): a context that holds the answer string but is not the one the question was written from
 scores lower. The question's likelihood is a zero-shot reranker of its own (UPR, Sachan et al., 2022).
-Its part is also kept alone (`question_lookup`): after a first stage (`teacher_steps`) the joint stage
+Its part is also kept alone (`question_lookup`): after a frozen-teacher stage a joint stage
 adds it, as the generator scored it before training, to the live generator's log P_G(a_i | q_i, c_j).
 """
 
@@ -32,10 +32,11 @@ from pathlib import Path
 
 import torch
 
-from erag.lm import encode_answers, encode_prompts
+from erag.lm import BASE_ADAPTER, encode_answers, encode_prompts, load_tokenizer
 from erag.progress import progress
 from rerag.inputs import fill
 from rerag.models.generator import Generator
+from rerag.models.loading import ModelSpec, build_model
 
 #: Bumped when the file's layout or what an entry means changes.
 CACHE_VERSION = 2  # 2: the question's part kept on its own (`TeacherScores.question_scores`)
@@ -136,7 +137,7 @@ def build_teacher_scores(
     """F for every distinct (question, answer, context) of `triples`, by `teacher` reading its own
     template (`teacher.template`, `teacher.max_length`); with `question_template` (a passage, no
     question) plus log P_T(q | c) of the question read after it (module docstring). A batch holds
-    one context's rows, sorted by prompt length (`score_rows`); the teacher is put in eval mode (no
+    one context's rows, sorted by prompt length (`target_logliks`); the teacher is put in eval mode (no
     dropout) for the pass."""
     answers: dict[str, tuple[str, str, str]] = {}
     questions: dict[str, tuple[str, str, str]] = {}
@@ -152,17 +153,17 @@ def build_teacher_scores(
     was_training = teacher.training
     teacher.eval()
     start = time.time()
-    scores = score_rows(teacher, answers, teacher.max_answer_length, batch_size, "teacher cache")
+    scores = target_logliks(teacher, answers, teacher.max_answer_length, batch_size, "teacher cache")
     question_ll = {}
     if question_template is not None:
-        question_ll = score_rows(teacher, questions, MAX_QUESTION_TOKENS, batch_size, "teacher cache: questions")
+        question_ll = target_logliks(teacher, questions, MAX_QUESTION_TOKENS, batch_size, "teacher cache: questions")
         scores = {entry: f + question_ll[of_question[entry]] for entry, f in scores.items()}
     teacher.train(was_training)
     print(f"teacher cache {key}: {len(scores)} F_ij in {time.time() - start:.0f} s", flush=True)
     return TeacherScores(scores, key, question_ll)
 
 
-def score_rows(
+def target_logliks(
     teacher: Generator, rows: dict[str, tuple[str, str, str]], max_target_tokens: int, batch_size: int, what: str
 ) -> dict[str, float]:
     """log P_T(target | prompt) of each {key: (prompt, target, group)}: a batch holds rows of one
@@ -185,3 +186,74 @@ def score_rows(
         )
         out.update(zip((k for k, _ in chunk), f.float().tolist()))
     return out
+
+
+def teacher_for_cache(
+    generator: Generator,
+    *,
+    template: str,
+    tokenizer_name: str,
+    adapters_off: bool,
+    other: ModelSpec | None,
+    other_tokenizer: str | None,
+    spec: ModelSpec,
+) -> tuple[Generator, dict]:
+    """The teacher that scores F_ij for the cache, reading `template`, and what identifies it: the frozen
+    generator (the shared base with adapters off, or the generator model; with `adapters_off`, where a
+    stage trains the generator before the RE learns from the teacher, its adapters off, so the teacher
+    is the generator the fit began with), or `other`, any Hugging Face LM loaded here (`spec` is the
+    teacher's spec, its name part of the identity)."""
+    g = generator
+    if other is None:
+        adapter = BASE_ADAPTER if adapters_off else g.adapter
+        teacher = Generator(g.model, g.tokenizer, g.max_answer_length, template, g.max_length, adapter)
+    else:
+        tokenizer_name = other_tokenizer or other.name_or_path
+        tok = load_tokenizer(tokenizer_name, other.trust_remote_code)
+        device = next(g.model.parameters()).device
+        model = build_model(other, tok).requires_grad_(False).to(device)
+        teacher = Generator(model, tok, g.max_answer_length, template, g.max_length)
+    name = {"model": spec.name_or_path, "tokenizer": tokenizer_name}
+    return teacher, name | {"weights": weights_fingerprint(teacher)}
+
+
+def read_or_build(
+    teacher: Generator,
+    identity: dict,
+    trainer,
+    epochs: int | None,
+    *,
+    cache_dir: str,
+    began_with: str | None,
+    batch_size: int,
+    question_template: str | None,
+) -> tuple[TeacherScores, str]:
+    """The teacher's F_ij for every training pair the fit's `epochs` draw (the trainer's datamodule's
+    `teacher_triples`), and the cache file's key: read from `cache_dir`, or computed and written first
+    (by rank zero; the other processes wait at a barrier, then read). `began_with`: a resumed run's
+    key, which holds over today's (a generator that trains every weight, not a LoRA adapter, which
+    the key leaves out, has moved since, and its key would rebuild the cache from the trained one)."""
+    data = trainer.datamodule
+    prompt = {
+        "template": teacher.template,
+        "max_length": teacher.max_length,
+        "max_answer_length": teacher.max_answer_length,
+    }
+    if question_template is not None:  # absent when off, so earlier caches keep their key
+        prompt |= {"question_template": question_template, "max_question_tokens": MAX_QUESTION_TOKENS}
+    settings = data.teacher_triple_settings() | ({} if epochs is None else {"epochs": epochs})
+    key = teacher_key(identity | prompt, data.train_file, settings)
+    began_with = began_with or key
+    path = Path(cache_dir) / f"{began_with}.pt"
+    if trainer.is_global_zero and not path.exists():
+        if began_with != key:
+            raise FileNotFoundError(
+                f"teacher cache {path}: the run being resumed began with it, and its generator has trained "
+                "since, so it cannot be rebuilt; restore the file or start the run again"
+            )
+        scores = build_teacher_scores(
+            teacher, data.teacher_triples(epochs), batch_size=batch_size, key=key, question_template=question_template
+        )
+        scores.save(path)
+    trainer.strategy.barrier("teacher cache")
+    return TeacherScores.load(path), began_with

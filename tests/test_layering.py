@@ -7,7 +7,8 @@ never import each other; the method (`module`, `losses`, `decoding`, `metrics`, 
 config parser, the teacher cache); `infer`; `demo` and `integrations`; `reproduce`, which drives the
 functions the other subcommands call; the CLI (`cli`), which only parses and which nothing imports
 but the entry point (`rerag.__main__`). Nothing imports the demo except `reproduce` and the CLI. No product module imports or
-reads `benchmarks/`: experiments stand on the product, never the other way.
+reads `benchmarks/`: experiments stand on the product, never the other way. Only the CLI imports
+`argparse` or `subprocess`: one CLI style, and no harness inside the packages.
 """
 
 import ast
@@ -54,9 +55,22 @@ ALLOWED = {
         "rerag.reproduce",
     },
     "rerag.main": {"rerag.cli"},
-    "rerag.package": {"rerag.data", "rerag.models", "rerag.method"},
+    "rerag.package": {"rerag.inputs", "rerag.data", "rerag.models", "rerag.method"},
 }
-METHOD = {"module", "losses", "decoding", "metrics", "callbacks", "fit_config", "teacher_cache"}
+METHOD = {
+    "module",
+    "stages",
+    "assembly",
+    "evaluation",
+    "optimization",
+    "settings",
+    "losses",
+    "decoding",
+    "metrics",
+    "callbacks",
+    "fit_config",
+    "teacher_cache",
+}
 
 
 def unit(module: str) -> str:
@@ -119,6 +133,21 @@ def test_the_product_never_reaches_into_benchmarks(module, path):
     assert "benchmarks" not in {name.split(".")[0] for name in imports_any(path)}, f"{module} imports benchmarks"
     assert '"benchmarks"' not in source and "'benchmarks'" not in source, f"{module} names the benchmarks folder"
     assert "parents[2]" not in source, f"{module} climbs out of its package to find files"
+
+
+#: Standard-library modules for a command line of its own or a child process: the CLI's alone.
+CLI_ONLY = {"argparse", "subprocess"}
+
+
+@pytest.mark.parametrize("module, path", list(project_modules()), ids=lambda x: str(x))
+def test_only_the_cli_parses_arguments_or_starts_processes(module, path):
+    """One CLI style: every subcommand is a function that `rerag.cli` parses from its signature; no
+    other module builds an argparse parser or runs a child process (a benchmark harness belongs in
+    `benchmarks/`)."""
+    if module == "rerag.cli":
+        return
+    found = {name.split(".")[0] for name in imports_any(path)}
+    assert not found & CLI_ONLY, f"{module} imports {sorted(found & CLI_ONLY)}: only rerag.cli may"
 
 
 def imports_any(path: Path) -> set[str]:

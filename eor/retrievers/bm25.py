@@ -12,8 +12,8 @@ from eor.retrievers.base import BaseRetriever
 
 def import_bm25s():
     """bm25s, imported on first use. bm25s imports JAX when it is installed, and JAX then takes 75%
-    of the GPU's memory on its first use unless told not to: importing it at module top cost a CUDA
-    training run out of memory (BENCHMARKS.md)."""
+    of the GPU's memory on its first use unless told not to, which would leave a CUDA training run
+    short of memory."""
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
     import bm25s
 

@@ -40,9 +40,9 @@ def sample_deep_contexts(
 
 def word_window(context: dict, n_words: int, rng: random.Random, answers: Sequence[str] = ()) -> dict:
     """`context` with its text cut to `n_words` consecutive words at a random offset (unchanged when
-    shorter). Cutting every training context to one length takes away a shortcut: in make-squad's
-    training articles the gold passage is the longest of BM25's top 4 for 45% of the questions
-    (3-6% in dev and test), and an RE learns "longest is relevant" from that. By default the teacher
+    shorter). Cutting every training context to one length takes away a shortcut: where the gold
+    passage is more often the longest of the retriever's top k in training than in dev and test,
+    an RE learns "longest is relevant". By default the teacher
     reads the same window, so its F_ij says whether the window holds the answer: no label is used.
 
     With `answers` (`data.init_args.train_windows_keep_answer`), a passage that holds one of the
@@ -57,12 +57,6 @@ def word_window(context: dict, n_words: int, rng: random.Random, answers: Sequen
         starts = [i for i in starts if has_answer(" ".join(words[i : i + n_words]), answers)] or starts
     start = rng.choice(starts)
     return context | {"text": " ".join(words[start : start + n_words])}
-
-
-def long_contexts(record: dict, n_words: int) -> dict:
-    """The record's contexts of at least `n_words` words, in the retriever's order
-    (`data.init_args.skip_short_train_contexts`)."""
-    return {"ctxs": [c for c in record["ctxs"] if len(c["text"].split()) >= n_words]}
 
 
 def first_rows(counts: torch.Tensor, depth: int) -> list[torch.Tensor]:
@@ -196,7 +190,6 @@ class RERAGDataModule(L.LightningDataModule):
         deep_context_depth: int | None = None,
         n_eval_contexts: int = EVAL_CONTEXTS,
         train_context_words: int | None = None,
-        skip_short_train_contexts: bool = False,
         train_windows_keep_answer: bool = False,
         window_generator_contexts: bool = True,
         eval_context_words: int | None = None,
@@ -230,10 +223,6 @@ class RERAGDataModule(L.LightningDataModule):
             n_eval_contexts: contexts per dev and test question (paper 100); at least 1.
             train_context_words: cut each training context to a window of this many words (None: whole passages);
                 a cure for a length shortcut in the RE.
-            skip_short_train_contexts: training takes the retriever's first contexts that have at least
-                `train_context_words` words, skipping shorter ones, so every training window has the same
-                length (a window only caps length: how often short passages are gold differs between
-                training and dev, `benchmarks/length_shortcut.py`). No label picks the contexts.
             train_windows_keep_answer: a training context that holds one of the question's answers is
                 cut to a window that still holds it (`word_window`): the question-answer pair places the
                 window, no `gold` or `has_answer` field is read and no label reaches the loss.
@@ -263,8 +252,6 @@ class RERAGDataModule(L.LightningDataModule):
             value = self.hparams[field]
             if value is not None and value < minimum:
                 raise ValueError(f"data.init_args.{field}: must be at least {minimum}, got {value}")
-        if skip_short_train_contexts and train_context_words is None:
-            raise ValueError("data.init_args.skip_short_train_contexts: needs train_context_words (the length to keep)")
         if train_windows_keep_answer and train_context_words is None:
             raise ValueError("data.init_args.train_windows_keep_answer: needs train_context_words (the window)")
         self.train_file, self.val_file, self.test_file = train_file, val_file, test_file
@@ -286,20 +273,11 @@ class RERAGDataModule(L.LightningDataModule):
             records = load_fid_dataset(path, require_answers=split != "predict", skip_invalid=hp.skip_invalid)
             if split == "train":
                 k = hp.n_train_contexts + hp.n_deep_contexts
-                if hp.skip_short_train_contexts:
-                    records = records.map(
-                        long_contexts,
-                        fn_kwargs={"n_words": hp.train_context_words},
-                        desc=f"training contexts of at least {hp.train_context_words} words",
-                    )
                 for r in records.select_columns(["id", "ctxs"]):
                     if len(r["ctxs"]) < k:
-                        long_enough = (
-                            f" of at least {hp.train_context_words} words" if hp.skip_short_train_contexts else ""
-                        )
                         raise ValueError(
                             f"{path}: record id {r['id']}: field 'ctxs': has {len(r['ctxs'])} "
-                            f"contexts{long_enough}, training needs n_train_contexts + n_deep_contexts = {k}"
+                            f"contexts, training needs n_train_contexts + n_deep_contexts = {k}"
                         )
                 self._splits[split] = _Questions(
                     records,
@@ -325,8 +303,6 @@ class RERAGDataModule(L.LightningDataModule):
         settings = {name: hp[name] for name in names}
         if not hp.window_generator_contexts:
             settings["train_context_words"] = None  # the teacher reads whole passages: a whole-passage run's triples
-        if hp.skip_short_train_contexts:  # other contexts; absent when off, so earlier runs' caches keep their key
-            settings["skip_short_train_contexts_below"] = hp.train_context_words
         if hp.train_windows_keep_answer and hp.window_generator_contexts:  # the teacher reads these windows
             settings["train_windows_keep_answer"] = True
         return settings
@@ -335,8 +311,7 @@ class RERAGDataModule(L.LightningDataModule):
         """The (question, answer, context) triples that training shows in its first `epochs` epochs,
         each context as training shows it to the generator: what a frozen teacher scores once
         (`rerag.teacher_cache`). Each epoch draws one answer and the deep contexts per question
-        (`_Questions.draw`), so a few epochs show a fraction of what they may draw from
-        (configs/squad_smollm2.yaml's 4 epochs: 3,253 of 10,220).
+        (`_Questions.draw`), so a few epochs show a fraction of what they may draw from.
         None: every triple that any epoch may show (each answer with every context it may draw)."""
         questions = self._splits["train"]
         if epochs is not None:

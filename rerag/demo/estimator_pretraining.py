@@ -4,7 +4,7 @@ that it starts out reading as the paper's RE starts from a pretrained T5.
 
 From random init the demo's RE does not learn, inside RE-RAG, to tell the asked person from others
 who share the first name and the relation, so over BM25's top 100 it fails though its teacher does
-not (BENCHMARKS.md, "Why: the tiny RE does not learn to tell namesakes apart"). This module trains
+not (docs/demo.md, "The demo's RE"). This module trains
 the demo's RE shape on the reader's pretraining corpus (`rerag.demo.reader_pretraining`), which
 shares no relations, templates or facts with the demo world: per question a group of passages, the
 one stating the asked fact first, then the same relation about entities whose name starts with the
@@ -83,7 +83,7 @@ class EstimatorPretrainConfig:
 def respell_entities(entities: list[str], tokenizer, share: float, rng: random.Random) -> list[str]:
     """`entities` with `share` of them renamed from the tokenizer's pieces: a capitalized
     word-initial piece and continuation pieces, first names drawn from a pool of 100 so that
-    namesakes remain. The corpus's syllables cover about 60% of the demo world's name tokens;
+    namesakes remain. The corpus's syllables cover only part of the demo world's name tokens;
     pieces let the RE learn to compare every name token (an embedding never trained cannot be matched)."""
     vocab = sorted(tokenizer.get_vocab())
     heads = [

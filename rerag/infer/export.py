@@ -23,7 +23,7 @@ from erag.lm import BASE_ADAPTER
 from rerag.models.estimator import RelevanceEstimator
 from rerag.models.generator import Generator
 from rerag.models.lora import merged
-from rerag.module import RERAGModule
+from rerag.module import RERAGModule, check_checkpoint_version
 
 
 def load_checkpoint(path: str | Path, map_location: str = "cpu") -> tuple[RelevanceEstimator, Generator]:
@@ -31,8 +31,10 @@ def load_checkpoint(path: str | Path, map_location: str = "cpu") -> tuple[Releva
     RE scores passages as the run evaluated them (its `data.init_args.eval_context_words`)."""
     import torch
 
+    saved = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    check_checkpoint_version(saved, path)
     module = RERAGModule.load_from_checkpoint(path, map_location=map_location, weights_only=True)
-    data = torch.load(path, map_location="cpu", weights_only=True, mmap=True).get("datamodule_hyper_parameters", {})
+    data = saved.get("datamodule_hyper_parameters", {})
     module.estimator.context_words = data.get("eval_context_words")
     return module.estimator.eval(), module.generator.eval()
 
@@ -66,12 +68,14 @@ def export_checkpoint(
     adapters_only: bool = False,
     metrics: str | Path | None = None,
     serving: list[str] | None = None,
+    whole_passage_metrics: str | Path | None = None,
 ) -> dict[str, Path]:
     """`export` of a `rerag fit` checkpoint, then its `serving` formats (`rerag.infer.serving`; None:
     every one the RE can take, none with `adapters_only`), with a model card (`README.md`) in the
     RE's folder: the base model, the run's settings and data, its test metrics from `metrics`
     (default: the `test_metrics.json` beside the checkpoint's folder, where the shipped configs
-    write it) and how to score with each format written."""
+    write it), those of whole passages where the RE scores windows (`whole_passage_metrics`), and how
+    to score with each format written."""
     import json
 
     import torch
@@ -90,6 +94,7 @@ def export_checkpoint(
     measured = json.loads(metrics.read_text()) if metrics.is_file() else None
     spec = hparams.get("estimator")
     base = getattr(spec, "name_or_path", None) or (spec.get("name_or_path") if isinstance(spec, dict) else None)
-    card = estimator_card(estimator, base, hparams, data, measured, saved.get("global_step"), list(served))
+    whole = json.loads(Path(whole_passage_metrics).read_text()) if whole_passage_metrics else None
+    card = estimator_card(estimator, base, hparams, data, measured, saved.get("global_step"), list(served), whole)
     folders["model_card"] = write_card(folders["estimator"], card)
     return folders

@@ -23,7 +23,7 @@ TRAINING_FIELDS = (
     "lr",
     "estimator_lr",
     "weight_decay",
-    "freeze_generator",
+    "stages",
     "teacher",
     "estimator_lora",
     "window_pooling",
@@ -107,7 +107,13 @@ def _usage_serving(estimator: RelevanceEstimator, serving: list[str]) -> list[st
         "A (query, document) pair's document is the passage's text: the template's `{title}` is empty. A server",
         "scores the whole prompt: rerag cuts the passage to fit the input length"
         + (f" and scores windows of {estimator.context_words} words" if estimator.context_words else "")
-        + ", so scores agree for whole passages within it.",
+        + ", so scores agree for whole passages within it"
+        + (
+            f": a passage of at most {estimator.context_words} words whose prompt fits in {estimator.max_length} tokens"
+            " is the longest input that scores the same both ways."
+            if estimator.context_words
+            else "."
+        ),
         "",
     ]
     if "cross_encoder" in serving:
@@ -148,11 +154,13 @@ def estimator_card(
     metrics: dict[str, float] | None = None,
     step: int | None = None,
     serving: list[str] = (),
+    whole_passage_metrics: dict[str, float] | None = None,
 ) -> str:
     """The card's text. `training` and `data` are the run's module and datamodule settings (only
     `TRAINING_FIELDS` and `DATA_FIELDS` are shown), `metrics` its test metrics (`test/...`, with the
     tested weights' optimizer step as `global_step`), `step` the exported weights' optimizer step,
-    `serving` the serving formats written beside it (`rerag.infer.serving`)."""
+    `serving` the serving formats written beside it (`rerag.infer.serving`), `whole_passage_metrics`
+    the test metrics of the same weights scoring whole passages, where the RE scores windows."""
     meta = {
         "library_name": "rerag",
         "pipeline_tag": "text-ranking",
@@ -192,8 +200,16 @@ def estimator_card(
             lines += [f"The test metrics below were measured on the weights of step {tested}, not on these.", ""]
         elif tested is not None:
             lines += [f"The test metrics below were measured on the weights of step {tested}.", ""]
-        lines += ["The run's test metrics (`rerag fit`, `MetricsWriter`):", "", "| metric | value |", "|---|---|"]
-        lines += [f"| {k} | {v:.4f} |" for k, v in sorted(metrics.items()) if k.startswith("test/")]
+        lines += ["The run's test metrics (`rerag fit`, `MetricsWriter`):", ""]
+        shown = sorted(k for k in metrics if k.startswith("test/"))
+        if estimator.context_words and whole_passage_metrics:
+            lines += [
+                f"| metric | best window of {estimator.context_words} words (rerag) | whole passages (a server) |",
+                "|---|---|---|",
+            ]
+            lines += [f"| {k} | {metrics[k]:.4f} | {whole_passage_metrics.get(k, float('nan')):.4f} |" for k in shown]
+        else:
+            lines += ["| metric | value |", "|---|---|"] + [f"| {k} | {metrics[k]:.4f} |" for k in shown]
     else:
         lines.append("No test metrics were found for this run.")
     lines += ["", "## Use", "", f"rerag's tests run each snippet below; this card was written with {_versions()}."]

@@ -14,7 +14,7 @@ model is then.
 Every Hugging Face stack runs the same decorated `forward` code object, and dynamo's recompile
 limit (8 by default) counts that object's graphs together: encoder and decoder of both models, each
 call signature, grad mode on and off, `generate`'s cache states. Training steps, scoring and
-`generate` of a tiny T5 RE and generator, over varying input lengths, made 20 graphs (measured); at
+`generate` of a tiny T5 RE and generator, over varying input lengths, make more graphs than that; at
 the default limit the rest would run eagerly, with only a warning. Compiling therefore raises the limit to `RECOMPILE_LIMIT`.
 """
 

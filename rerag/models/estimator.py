@@ -81,7 +81,7 @@ def pool_windows(
     has at least one), -> [n_passages]. `max`: the best window's (MaxP); `mean`: their mean, which
     does not grow with a passage's window count as the max of more draws does; `first`: the first
     window's (FirstP). An RE trained on windows of one length rewards, on a whole passage, what a
-    longer one holds more of (BENCHMARKS.md)."""
+    longer one holds more of."""
     window_of = window_of.to(s.device)
     if pooling == "first":
         starts = torch.ones_like(window_of, dtype=torch.bool)
@@ -136,9 +136,9 @@ class RelevanceEstimator(nn.Module):
         `merge_for_scoring` says so, a copy whose LoRA adapter is folded into a copy of the base
         weights (`rerag.models.lora.merged`), which scores alike and runs no low-rank matmuls. Auto
         (None) merges on a CPU where the weights are float32: there the merge is exact to float32
-        rounding, and the 420 small matmuls of an adapter on every linear layer of SmolLM2 cost
-        about 15% of its scoring time (1.18x faster merged, `benchmarks/merged_scoring.py`); in bf16 the merge would
-        round the adapter's update. The copy does not follow later training: make a new one."""
+        rounding, and it saves the many small low-rank matmuls of an adapter on every linear layer
+        (420 per forward pass on SmolLM2), which a CPU runs poorly; in bf16 the merge would round the
+        adapter's update. The copy does not follow later training: make a new one."""
         params = list(self.model.parameters())
         auto = params[0].device.type == "cpu" and all(p.dtype == torch.float32 for p in params)
         merge = auto if self.merge_for_scoring is None else self.merge_for_scoring

@@ -3,10 +3,11 @@ that judges each document), over the retriever's lists and the RE's, and the cos
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from pathlib import Path
 
-from erag.cost import cost_table, profile_table
 from rerag.defaults import ERAG_TOP_K
+from rerag.reproduce.erag_cost import COST_HEADER, CostSetting, cost_rows, measure_cost, setting_label
 from rerag.reproduce.result import Result, markdown_table, plot_lines
 from rerag.reproduce.verdict import (
     Difference,
@@ -267,73 +268,49 @@ def figure2(ws: Workspace) -> Result:
 
 
 def table2(ws: Workspace) -> Result:
-    """Runtime and peak memory of eRAG against end-to-end evaluation (`erag.cost`)."""
-    sizes = {
-        "toy": [
-            "--d-model",
-            "32",
-            "--d-ff",
-            "64",
-            "--layers",
-            "1",
-            "--heads",
-            "2",
-            "--vocab",
-            "512",
-            "--queries",
-            "2",
-            "--memory-queries",
-            "1",
-            "--docs",
-            "4",
-            "--doc-words",
-            "20",
-        ],
-        "quick": ["--queries", "4", "--memory-queries", "1", "--docs", "20"],
-        "full": [],
+    """Runtime and peak memory of eRAG against end-to-end evaluation, in this process
+    (`rerag.reproduce.erag_cost`)."""
+    setting = {
+        "toy": CostSetting(
+            d_model=32,
+            d_ff=64,
+            layers=1,
+            heads=2,
+            vocab=512,
+            queries=2,
+            memory_queries=1,
+            docs=4,
+            doc_words=(20, 20),
+        ),
+        "quick": CostSetting(queries=4, memory_queries=1, docs=20),
+        "full": CostSetting(),
     }[ws.scale_name]
-
-    def go(folder: Path) -> dict:
-        out = cost_table(sizes)
-        return {"table": "\n".join(line for line in out.splitlines() if line.startswith("|"))}
-
-    done = ws.step("erag_cost", sizes, go)
-    # where the time goes: one thread, so that CPU time is wall time (`erag.cost.profile_table`)
-    profile_sizes = {
-        "toy": sizes + ["--varied-words", "5-35", "--pair-batches", "2,8", "--fid-chunk", "2", "--threads", "1"],
-        "quick": ["--queries", "2", "--batch-queries", "1", "--threads", "1", "--pair-batches", "10,50,100"],
-        "full": ["--queries", "4", "--threads", "1", "--repeats", "2"],
-    }[ws.scale_name]
-    profile = ws.step("erag_profile", profile_sizes, lambda folder: {"text": profile_table(profile_sizes)})["text"]
+    cost = ws.step("erag_cost_in_process", asdict(setting), lambda folder: measure_cost(setting))
+    table = markdown_table(COST_HEADER, cost_rows(setting, cost))
     return Result(
-        f"`python benchmarks/erag_cost.py {' '.join(sizes)}` (CPU; a random T5 of the stated shape):\n\n"
-        + done["table"]
-        + f"\n\nWhere the time goes, `python benchmarks/erag_cost.py --profile {' '.join(profile_sizes)}`:\n\n"
-        + profile,
-        {"table": done["table"], "arguments": sizes, "profile": profile, "profile_arguments": profile_sizes},
-        differs="CPU processes and resident memory, not GPU time and GPU memory; a random-init reader",
-        verdict=_cost_verdict(done["table"], profile),
+        f"In one process ({setting_label(setting, cost['params'])}); runtime over {setting.queries} queries, "
+        f"the best of {setting.repeats}, wall clock and CPU time of all threads; memory over "
+        f"{setting.memory_queries} queries, the peak of the bytes live tensors hold above those held before "
+        "evaluating (PyTorch's profiler). `python benchmarks/erag_cost.py` measures resident memory in a "
+        "fresh process per cell, and `--profile` splits the time by model part.\n\n" + table,
+        {"setting": asdict(setting), **cost},
+        differs="CPU time and CPU tensor memory, not GPU time and GPU memory; a random-init reader",
+        verdict=_cost_verdict(cost),
     )
 
 
-def _cost_verdict(table: str, profile: str) -> Verdict:
-    """eRAG against E2E FiD (the paper's end-to-end side): faster, and lighter per document."""
-    ratio = {}  # row label -> FiD / eRAG (the table's last column)
-    for line in table.splitlines()[2:]:
-        cells = [c.strip() for c in line.strip("|").split("|")]
-        ratio[cells[0].split(" (")[0].replace(",", "")] = float(cells[-1].rstrip("x"))
-    speed, memory = ratio["runtime wall"], ratio["memory document-level"]
-    rows = [line for line in profile.splitlines() if line.startswith("|")][2:]
-    decoded = {c[0].strip(): c[8].strip() for c in (line.strip("|").split("|") for line in rows)}
-    fid = next(v for k, v in decoded.items() if "E2E FiD" in k)
-    erag = next(v for k, v in decoded.items() if "eRAG" in k)
+def _cost_verdict(cost: dict) -> Verdict:
+    """eRAG against E2E FiD (the paper's end-to-end side): faster, and lighter per document.
+    `cost`: `measure_cost`'s dict."""
+    speed = cost["wall"]["e2e-fid"] / cost["wall"]["erag"]
+    memory = cost["memory_query_level"]["e2e-fid"] / cost["memory_document_level"]
+    decoded = cost["decoder_positions"]
     return weakest(
         holds(
             f"E2E FiD time / eRAG time {speed:.2f}x",
             speed > 1,
-            f"eRAG runs FiD's encoder work and decodes every document ({erag} decoder positions against "
-            f"FiD's {fid}); on a compute-bound CPU time follows FLOPs, and no pair batch, length sorting or "
-            f"EOS stop made it faster ({profile.strip().splitlines()[-1]})",
+            f"eRAG runs FiD's encoder work and decodes every document ({decoded['erag']} decoder positions "
+            f"against FiD's {decoded['e2e-fid']}); on a compute-bound CPU time follows FLOPs",
         ),
         holds(
             f"E2E FiD memory / eRAG memory, document-level {memory:.2f}x",

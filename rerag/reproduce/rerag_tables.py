@@ -163,10 +163,15 @@ def _retriever_sets(ws: Workspace, run: dict, confidence: str = "cosine") -> dic
 
 def _pointwise(ws: Workspace) -> dict:
     """The MonoT5-style baseline: the same RE and starting point trained pointwise, per context, with
-    cross-entropy of its "true"/"false" token against has_answer (`model.objective: pointwise`); no
+    cross-entropy of its "true"/"false" token against has_answer (one stage, `re_learns_from: labels`); no
     generator reaches its loss. Tested, so that Table 2 can read its reranking."""
     return ws.fit(
-        "pointwise", steps=ws.scale.ablation_steps, validate=False, test=True, overlay=REFERENCE, objective="pointwise"
+        "pointwise",
+        steps=ws.scale.ablation_steps,
+        validate=False,
+        test=True,
+        overlay=REFERENCE,
+        stages=[{"train": "estimator", "re_learns_from": "labels"}],
     )
 
 
@@ -407,7 +412,11 @@ def table6(ws: Workspace) -> Result:
     estimator, rerag_generator = load_checkpoint(reference["checkpoint"])
     baseline = load_checkpoint(
         ws.fit(
-            "baseline", steps=ws.scale.ablation_steps, validate=False, overlay=REFERENCE, marginalize_with="retriever"
+            "baseline",
+            steps=ws.scale.ablation_steps,
+            validate=False,
+            overlay=REFERENCE,
+            stages=[{"train": "generator", "marginalize_with": "retriever"}],
         )["checkpoint"]
     )[1]
     with torch.no_grad():

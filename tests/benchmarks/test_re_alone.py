@@ -13,6 +13,9 @@ import pytest
 import torch
 import yaml
 
+import rerag
+from rerag.optimization import estimator_parameters
+from rerag.stages import JOINT, RE_ALONE
 from tests.rerag.conftest import TINY_LLAMA, chat_tokenizer_dir, tokenizer_dir, world_dir  # noqa: F401 (fixtures)
 
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
@@ -76,12 +79,12 @@ def table(stdout: str) -> list[list[str]]:
 
 def frozen(config: Path, cache: Path, *overrides: str):
     """The module the script fits: the RE alone against the frozen base."""
-    return re_alone.build(config, [*re_alone.frozen_teacher_overrides(cache, 1), *overrides]).model
+    return re_alone.build([config], [*re_alone.frozen_teacher_overrides(cache, 1), *overrides]).model
 
 
 def joint_checkpoint(config: Path, path: Path):
     """A joint run's checkpoint of `config` whose generator adapter has moved off zero (its RE too)."""
-    joint = re_alone.build(config, []).model
+    joint = re_alone.build([config], []).model
     with torch.no_grad():
         for name, p in joint.named_parameters():
             if p.requires_grad:
@@ -91,11 +94,31 @@ def joint_checkpoint(config: Path, path: Path):
             "state_dict": joint.state_dict(),
             "hyper_parameters": dict(joint.hparams),
             "pytorch-lightning_version": lightning.__version__,
+            "rerag_version": rerag.__version__,
             "optimizer_states": [{"state": {}}],
         },
         path,
     )
     return joint
+
+
+class TeacherKL(lightning.Callback):
+    """KL(Q_G || P_RE) of each training batch, computed here before the module's step on it: Q_G from
+    the teacher cache's F, P_RE from the RE's log-odds s = log p_true - log p_false, in float64."""
+
+    def __init__(self):
+        self.values = []
+
+    def on_train_batch_start(self, trainer, module, batch, batch_idx) -> None:
+        b, k = len(batch["questions"]), int(batch["n_contexts"][0])
+        with torch.no_grad():
+            log_pt, log_pf = module.estimator.true_false_logprobs(
+                batch["re"]["input_ids"], batch["re"]["attention_mask"]
+            )
+        f = module.teacher_scores.lookup(batch["questions"], batch["targets"], batch["contexts"])
+        log_q = f.double().view(b, k).log_softmax(-1)
+        log_p = (log_pt - log_pf).double().view(b, k).log_softmax(-1)
+        self.values.append(float((log_q.exp() * (log_q - log_p)).sum(-1).mean()))
 
 
 def test_trains_the_re_alone_and_reads_the_cached_scores_back(
@@ -104,11 +127,16 @@ def test_trains_the_re_alone_and_reads_the_cached_scores_back(
     config = write_config(tmp_path / "tiny.yaml", world_dir, chat_tokenizer_dir)
     args = ["--config", str(config), "--teacher-cache", str(tmp_path / "cache")]
     args += ["--steps", "2", "--eval-every", "1", "--dev-questions", "3"]
+    kl, fit = TeacherKL(), re_alone.fit
+    monkeypatch.setattr(re_alone, "fit", lambda cli, *a, **k: cli.trainer.callbacks.append(kl) or fit(cli, *a, **k))
     first = run(monkeypatch, capsys, *args)
     rows = table(first)
     assert [r[0] for r in rows] == ["0", "1", "2"]  # the untrained RE, then each optimizer step
     assert "| re_recall@1 | retriever_recall@1 |" in first and "(4 questions)" in first  # one dev batch of 4
-    assert rows[0][2] == "nan" and all(float(r[2]) >= 0 for r in rows[1:])  # mean train/loss_re
+    # mean train/loss_re of each step's two batches (accumulate_grad_batches 2): the KL to the cached teacher
+    assert rows[0][2] == "nan" and len(kl.values) == 4
+    for step, row in enumerate(rows[1:]):
+        assert float(row[2]) == pytest.approx(sum(kl.values[2 * step : 2 * step + 2]) / 2, abs=6e-4), row
     assert "written to" in first and len(list((tmp_path / "cache").glob("*.pt"))) == 1
     second = run(monkeypatch, capsys, *args)
     assert "read from" in second  # every training pair's F came from the file
@@ -119,9 +147,11 @@ def test_trains_the_re_alone_and_reads_the_cached_scores_back(
 def test_only_the_re_adapter_trains(tmp_path, world_dir, chat_tokenizer_dir):
     module = frozen(write_config(tmp_path / "tiny.yaml", world_dir, chat_tokenizer_dir), tmp_path / "cache")
     trainable = {name for name, p in module.named_parameters() if p.requires_grad}
-    trained = {name for name, p in module.named_parameters() if any(p is q for q in module.estimator_parameters())}
+    trained = {
+        name for name, p in module.named_parameters() if any(p is q for q in estimator_parameters(module.estimator))
+    }
     assert trained and trained == trainable and all(".re." in name for name in trained)
-    assert module.hparams.freeze_generator and module.generator.adapter != "generator"  # the bare base teaches
+    assert module.stages == RE_ALONE and module.generator.adapter != "generator"  # the bare base teaches
 
 
 def test_saved_checkpoint_holds_the_trained_re_and_the_joint_runs_generator(tmp_path, world_dir, chat_tokenizer_dir):
@@ -131,12 +161,13 @@ def test_saved_checkpoint_holds_the_trained_re_and_the_joint_runs_generator(tmp_
     joint = joint_checkpoint(config, tmp_path / "fit.ckpt")
     module = frozen(config, tmp_path / "cache", "--model.estimator_lora.r", "8")  # an RE of another shape
     with torch.no_grad():
-        for p in module.estimator_parameters():
+        for p in estimator_parameters(module.estimator):
             p.add_(0.25)  # "trained" here
     re_alone.save_with_estimator(module, tmp_path / "fit.ckpt", tmp_path / "out" / "re_alone.ckpt")
     saved = torch.load(tmp_path / "out" / "re_alone.ckpt", weights_only=False)
     assert "optimizer_states" not in saved and saved["hyper_parameters"]["estimator_lora"]["r"] == 8
-    assert not saved["hyper_parameters"]["freeze_generator"] and saved["hyper_parameters"]["generator_lora"]
+    joint_stages = saved["hyper_parameters"]["stages"] or JOINT  # null: the paper's joint training
+    assert any("generator" in stage.models for stage in joint_stages) and saved["hyper_parameters"]["generator_lora"]
     estimator, generator = load_checkpoint(tmp_path / "out" / "re_alone.ckpt")  # as rerag export and test read it
     rebuilt = estimator.model.state_dict()
     for key, value in module.estimator.model.state_dict().items():
@@ -158,7 +189,7 @@ def test_saved_checkpoint_holds_the_trained_re_and_the_joint_runs_generator(tmp_
 def test_an_exported_generator_teaches(tmp_path, monkeypatch, capsys, world_dir, chat_tokenizer_dir):
     from rerag.infer.export import export_checkpoint
     from rerag.models.generator import Generator
-    from rerag.teacher_cache import TeacherScores, build_teacher_scores
+    from rerag.teacher_cache import TeacherScores, build_teacher_scores, teacher_for_cache
 
     config = write_config(tmp_path / "tiny.yaml", world_dir, chat_tokenizer_dir)
     joint_checkpoint(config, tmp_path / "fit.ckpt")
@@ -173,12 +204,22 @@ def test_an_exported_generator_teaches(tmp_path, monkeypatch, capsys, world_dir,
     assert f"teacher {teacher}" in out and (tmp_path / "re_alone.ckpt").is_file()
     (cache,) = (tmp_path / "cache").glob("*.pt")
     cached = TeacherScores.load(cache)
-    data = re_alone.build(config, []).datamodule
+    data = re_alone.build([config], []).datamodule
     data.setup("fit")
     triples = list(itertools.islice(data.teacher_triples(1), 6))  # what its one step's epoch draws
     exported = build_teacher_scores(Generator.from_pretrained(teacher), triples)
     assert exported.scores.keys() <= cached.scores.keys()
     for key, value in exported.scores.items():
         assert cached.scores[key] == pytest.approx(value, abs=1e-4)
-    base, _ = frozen(config, tmp_path / "cache").teacher_generator()  # the config's frozen generator
+    module = frozen(config, tmp_path / "cache")  # the config's own teacher: its frozen generator
+    hp = module.hparams
+    base, _ = teacher_for_cache(
+        module.generator,
+        template=hp.teacher_template or hp.generator_template,
+        tokenizer_name=hp.generator_tokenizer,
+        adapters_off=False,
+        other=None,
+        other_tokenizer=None,
+        spec=module.teacher_spec,
+    )
     assert any(abs(cached.scores[k] - v) > 1e-3 for k, v in build_teacher_scores(base, triples).scores.items())

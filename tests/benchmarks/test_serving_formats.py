@@ -21,7 +21,8 @@ spec.loader.exec_module(serving_formats)
 def test_the_table_has_every_system_equal_to_rerag(causal_export, world_dir, monkeypatch, capsys):
     out, _, _ = causal_export
     argv = ["serving_formats.py", "--export", str(out), "--data", str(world_dir / "test.jsonl")]
-    monkeypatch.setattr(sys, "argv", argv + ["--pairs", "60", "--equal-pairs", "60", "--repeats", "1"])
+    timed = ["--timed", "rerag predict", "CrossEncoder"]
+    monkeypatch.setattr(sys, "argv", argv + ["--pairs", "60", "--equal-pairs", "40", *timed])
     serving_formats.main()
     rows = [
         line.split(" | ")
@@ -30,4 +31,6 @@ def test_the_table_has_every_system_equal_to_rerag(causal_export, world_dir, mon
     ]
     assert [r[0].strip("| ") for r in rows[1:]] == ["rerag predict", "CrossEncoder", "sequence classifier"]
     for row in rows[1:]:
-        assert float(row[1]) <= 1e-4 and float(row[2]) == 1.0
+        assert float(row[2]) <= 1e-4 and float(row[3]) == 1.0
+    assert [int(r[1]) for r in rows[1:]] == [60, 60, 40]  # the timed systems score every pair
+    assert all(float(r[4]) > 0 for r in rows[1:])

@@ -171,7 +171,12 @@ def test_validation_follows_optimizer_steps_and_ends_on_the_last(
 def test_stage_ends_and_listed_steps_are_validated(module_kwargs, data_kwargs, tmp_path):
     seen = Validations()
     schedule = ValidationSchedule(at_steps=[1], at_stage_ends=True)
-    fit_by_steps({**module_kwargs, "teacher_steps": 3}, data_kwargs, tmp_path, [schedule, seen])
+    fit_by_steps(
+        {**module_kwargs, "stages": [{"steps": 3, "train": "estimator", "re_learns_from": "teacher"}, {}]},
+        data_kwargs,
+        tmp_path,
+        [schedule, seen],
+    )
     assert seen.steps == [1, 3, 7]  # a listed step, the teacher stage's end, the last step
 
 
@@ -204,13 +209,17 @@ def test_steps_a_fit_never_reaches_are_named(module_kwargs, data_kwargs, tmp_pat
     """2 epochs of 3 steps end at step 6: max_steps 7, a listed validation at 9, the teacher stage's
     end at 6 (no joint step follows it) and a warm-up ending at 8 are each named."""
     schedule = ValidationSchedule(at_steps=[2, 9])
-    kwargs = {**module_kwargs, "teacher_steps": 6, "warmup_steps": 2, "generator_schedule_from_teacher_steps": True}
+    kwargs = {
+        **module_kwargs,
+        "stages": [{"steps": 6, "train": "estimator", "re_learns_from": "teacher"}, {}],
+        "warmup_steps": 2,
+    }
     with pytest.warns(UserWarning) as warned:
         fit_by_steps(kwargs, data_kwargs, tmp_path, [schedule], max_epochs=2)
     messages = [str(w.message) for w in warned]
     assert "this fit ends at optimizer step 6 and never reaches validation.at_steps 9" in messages
     assert "this fit ends at optimizer step 6 and never reaches trainer.max_steps 7" in messages
-    assert "this fit ends at optimizer step 6: no step follows model.teacher_steps 6" in messages
+    assert "this fit ends at optimizer step 6: no step follows model.stages[0] 6" in messages
     assert "this fit ends at optimizer step 6 and never reaches the end of model.warmup_steps 8" in messages
 
 

@@ -9,20 +9,48 @@ import pytest
 import yaml
 
 from rerag.cli import COMMANDS, main
+from rerag.stages import Stage, check_stages
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.parametrize(
-    "configs", [["demo.yaml"], ["nq_t5_base.yaml"], ["nq_t5_base.yaml", "tqa_t5_large.yaml"], ["quickstart.yaml"]]
-)
-def test_configs_parse(configs, capsys):
-    with pytest.raises(SystemExit) as exit_:
-        main(["fit", *(a for c in configs for a in ("--config", str(ROOT / "configs" / c))), "--print_config"])
-    assert exit_.value.code == 0
-    printed = yaml.safe_load(capsys.readouterr().out)
+#: Every fit config a user runs, overlays after their base.
+FIT_CONFIGS = [
+    ["demo.yaml"],
+    ["quickstart.yaml"],
+    ["nq_t5_base.yaml"],
+    ["nq_t5_base.yaml", "tqa_t5_large.yaml"],
+    ["demo.yaml", "paper_reference.yaml"],
+    ["squad_smollm2_base.yaml", "squad_smollm2.yaml"],
+    ["squad_smollm2_base.yaml", "squad_smollm2_teacher.yaml"],
+]
+
+
+@pytest.mark.parametrize("configs", FIT_CONFIGS)
+def test_configs_parse_round_trip_and_build_their_stages(configs, capsys, tmp_path):
+    printed = printed_config(configs, capsys)
     # The data side's tokenizer settings are linked from the model's, so they are not repeated.
     assert printed["model"]["re_tokenizer"] and "re_tokenizer" not in printed["data"]
+    (tmp_path / "printed.yaml").write_text(yaml.safe_dump(printed))
+    with pytest.raises(SystemExit):
+        main(["fit", "--config", str(tmp_path / "printed.yaml"), "--print_config"])
+    assert yaml.safe_load(capsys.readouterr().out) == printed
+    check_stages([Stage(**stage) for stage in printed["model"]["stages"] or [{}]])
+
+
+def test_every_fit_config_is_tested():
+    tested = {name for configs in FIT_CONFIGS for name in configs}
+    fit_configs = {p.name for p in (ROOT / "configs").glob("*.yaml")}
+    assert fit_configs == tested
+
+
+def test_config_comments_state_settings_not_results():
+    """A config comment says type, default and meaning; results live in docs/results.md."""
+    history = re.compile(r"held out|R@1|\bcold\b|\d+ ?min\b|seed \d|BENCHMARKS|benchmarks/|\d\.\d+x|\d+%")
+    for path in sorted((ROOT / "configs").rglob("*.yaml")):
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            comment = line.partition("#")[2]
+            assert not history.search(comment), f"{path.relative_to(ROOT)}:{n} holds a result: {comment.strip()}"
 
 
 def printed_config(configs: list[str], capsys) -> dict:

@@ -3,15 +3,20 @@ the datamodule takes the models' settings it shares; a checkpoint keeps its trai
 replaced named) and takes the evaluation settings asked."""
 
 import json
+import re
 import warnings
+from pathlib import Path
 
 import pytest
 import torch
+import yaml
 from jsonargparse import Namespace
 
+import rerag
 import rerag.data.datamodule as datamodule_module
 from erag.lm import load_tokenizer as real_load_tokenizer
 from rerag.fit_config import (
+    REMOVED_SETTINGS,
     RERAGCLI,
     build_fit,
     cpu_computes_bf16,
@@ -114,7 +119,8 @@ def test_a_checkpoint_keeps_its_trained_settings_by_name_and_takes_the_evaluatio
     rerag takes back those that only shape evaluation and names the others replaced."""
     config = write_config(tmp_path / "tiny.yaml", world_dir, chat_tokenizer_dir)
     checkpoint = tmp_path / "best.ckpt"
-    torch.save({"hyper_parameters": {"test_top_k": 1, "recall_ks": [1], "lr": 0.01}}, checkpoint)
+    hparams = {"test_top_k": 1, "recall_ks": [1], "lr": 0.01}
+    torch.save({"hyper_parameters": hparams, "rerag_version": rerag.__version__}, checkpoint)
 
     class Parsed(Exception):
         pass
@@ -173,3 +179,42 @@ def test_a_fit_tests_the_weights_it_names_and_says_their_step(
     assert written["global_step"] == step
     assert (written["checkpoint"] is None) == (weights == "final")
     assert f"test_after_fit: tested the weights of optimizer step {step} (" in caplog.text
+
+
+@pytest.mark.parametrize(
+    "key, replacement",
+    [
+        ("model.teacher_steps", "model.stages: [{steps: N, train: estimator"),
+        ("model.freeze_generator", "model.stages: [{train: estimator, re_learns_from: teacher}]"),
+        ("data.init_args.skip_short_train_contexts", "nothing"),
+    ],
+)
+def test_a_removed_setting_is_named_with_what_replaces_it(tmp_path, key, replacement):
+    old = tmp_path / "old.yaml"
+    nested = 1
+    for part in reversed(key.split(".")):
+        nested = {part: nested}
+    old.write_text(yaml.safe_dump(nested))
+    with pytest.raises(ValueError, match=re.escape(f"old.yaml: {key} -> {replacement}")):
+        build_fit(["--config", "configs/quickstart.yaml", "--config", str(old)])
+    assert key in REMOVED_SETTINGS
+    with pytest.raises(ValueError, match=re.escape(f"--{key} -> {replacement}")):
+        build_fit(["--config", "configs/quickstart.yaml", f"--{key}", "1"])
+
+
+def test_a_checkpoint_of_another_minor_version_is_refused_naming_it(tmp_path):
+    from rerag.infer.export import load_checkpoint
+
+    old = tmp_path / "old.ckpt"
+    torch.save({"hyper_parameters": {"freeze_generator": True}, "state_dict": {}}, old)  # 0.1 wrote no version
+    with pytest.raises(ValueError, match=r"old\.ckpt: a rerag 0\.1 checkpoint; rerag 0\.2\.0 reads"):
+        load_checkpoint(old)
+    with pytest.raises(ValueError, match=r"a rerag 0\.1 checkpoint"):
+        run_cli(["test", "--config", "configs/quickstart.yaml", "--ckpt_path", str(old)])
+
+
+def test_the_package_version_is_the_distributions():
+    import tomllib
+
+    project = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())["project"]
+    assert rerag.__version__ == project["version"]

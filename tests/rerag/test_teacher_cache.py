@@ -10,20 +10,26 @@ import pytest
 import torch
 from lightning.pytorch.callbacks import ModelCheckpoint
 
-import rerag.module
+import rerag.teacher_cache
 from erag.lm import encode_answers, encode_prompts
 from rerag.data.datamodule import RERAGDataModule, word_window
 from rerag.inputs import fill
 from rerag.models.loading import ModelSpec
 from rerag.models.lora import LoraSpec
 from rerag.module import RERAGModule
+from rerag.stages import RE_ALONE, Stage
 from rerag.teacher_cache import MAX_QUESTION_TOKENS, TeacherScores, build_teacher_scores, pair_key
 from tests.rerag.conftest import TINY_LLAMA, train
 
 
+def teacher_then_joint(steps):
+    """A frozen-teacher stage of `steps` optimizer steps, then joint training."""
+    return [Stage(steps=steps, train="estimator", re_learns_from="teacher"), Stage()]
+
+
 def fit(module_kwargs, data_kwargs, cache_dir, tmp_path, seed=0, steps=1):
     L.seed_everything(seed)
-    module = RERAGModule(**module_kwargs, freeze_generator=True, teacher_cache_dir=str(cache_dir))
+    module = RERAGModule(**module_kwargs, stages=RE_ALONE, teacher_cache_dir=str(cache_dir))
     return train(module, data_kwargs, tmp_path, steps)
 
 
@@ -95,8 +101,8 @@ def test_a_teacher_other_than_the_generator(causal_module_kwargs, causal_data_kw
     assert module.teacher_scores.scores != default.teacher_scores.scores  # another model's likelihoods
 
 
-def test_a_teacher_cache_needs_a_frozen_generator(causal_module_kwargs, tmp_path):
-    with pytest.raises(ValueError, match="freeze_generator"):
+def test_a_teacher_cache_needs_a_stage_that_learns_from_the_teacher(causal_module_kwargs, tmp_path):
+    with pytest.raises(ValueError, match="no stage learns from the teacher"):
         RERAGModule(**causal_module_kwargs, teacher_cache_dir=str(tmp_path))
     with pytest.raises(ValueError, match="teacher_cache_dir"):
         RERAGModule(**causal_module_kwargs, teacher=ModelSpec(config=TINY_LLAMA))
@@ -130,7 +136,7 @@ def test_a_question_template_is_checked(causal_module_kwargs, tmp_path):
     with pytest.raises(ValueError, match="holds {question}"):
         RERAGModule(
             **causal_module_kwargs,
-            freeze_generator=True,
+            stages=RE_ALONE,
             teacher_cache_dir=str(tmp_path),
             teacher_question_template="{question} {text}",
         )
@@ -141,11 +147,11 @@ def test_a_question_template_is_checked(causal_module_kwargs, tmp_path):
 def test_after_a_first_stage_the_questions_cached_likelihood_stays_in_f(
     causal_module_kwargs, causal_data_kwargs, tmp_path
 ):
-    """teacher_steps with a question template: the first stage reads F = log P(a | q, c) + log P(q | c)
+    """A frozen-teacher stage, then a joint one, with a question template: the first stage reads F = log P(a | q, c) + log P(q | c)
     from the cache; the joint stage adds the cached log P(q | c) to the live generator's log P(a | q, c)."""
     L.seed_everything(0)
     kwargs = causal_module_kwargs | {
-        "teacher_steps": 1,
+        "stages": teacher_then_joint(1),
         "teacher_cache_dir": str(tmp_path / "cache"),
         "teacher_question_template": QUESTION_TEMPLATE,
     }
@@ -196,40 +202,6 @@ def test_windows_cut_every_training_context_to_one_length(causal_data_kwargs):
     assert len(word_window({"text": "a b c d e f g"}, 3, rng)["text"].split()) == 3
 
 
-def test_skipping_short_contexts_gives_every_training_window_one_length(causal_data_kwargs, tmp_path):
-    def record(i: int, lengths: list[int]) -> str:
-        ctxs = [
-            {
-                "id": f"c{j}",
-                "title": "",
-                "text": " ".join(f"w{j}x{k}" for k in range(n)),
-                "score": -j,
-                "has_answer": False,
-            }
-            for j, n in enumerate(lengths)
-        ]
-        return json.dumps({"id": f"q{i}", "question": f"question {i}?", "answers": ["a"], "ctxs": ctxs})
-
-    train = tmp_path / "train.jsonl"
-    train.write_text("\n".join(record(i, [3, 8, 2, 9, 7, 10, 6]) for i in range(4)) + "\n")
-    kwargs = {**causal_data_kwargs, "train_file": str(train), "val_file": None, "train_context_words": 6}
-    capped, equal = RERAGDataModule(**kwargs), RERAGDataModule(**kwargs, skip_short_train_contexts=True)
-    for data in (capped, equal):
-        data.setup("fit")
-    a, b = next(iter(capped.train_dataloader())), next(iter(equal.train_dataloader()))
-    assert [c["id"] for c in a["contexts"][0]] == ["c0", "c1", "c2", "c3"]
-    assert [len(c["text"].split()) for c in a["contexts"][0]] == [3, 6, 2, 6]  # the window only caps length
-    assert [c["id"] for c in b["contexts"][0]] == ["c1", "c3", "c4", "c5"]  # the first ones of at least 6 words
-    assert {len(c["text"].split()) for cs in b["contexts"] for c in cs} == {6}
-    assert capped.teacher_triple_settings() != equal.teacher_triple_settings()  # another cache key
-
-    train.write_text(record(0, [3, 8, 2, 9, 7, 10, 6]) + "\n" + record(1, [8, 2, 9, 7]) + "\n")
-    with pytest.raises(ValueError, match=r"record id q1: field 'ctxs': has 3 contexts of at least 6 words"):
-        RERAGDataModule(**kwargs, skip_short_train_contexts=True).setup("fit")
-    with pytest.raises(ValueError, match="skip_short_train_contexts: needs train_context_words"):
-        RERAGDataModule(**causal_data_kwargs, skip_short_train_contexts=True)
-
-
 def test_the_generator_can_read_whole_passages_while_the_re_reads_windows(causal_data_kwargs):
     windowed = RERAGDataModule(**causal_data_kwargs, train_context_words=5)
     whole = RERAGDataModule(**causal_data_kwargs, train_context_words=5, window_generator_contexts=False)
@@ -246,7 +218,7 @@ def test_the_generator_can_read_whole_passages_while_the_re_reads_windows(causal
 
 
 def test_build_sorts_nothing_away(causal_module_kwargs):
-    module = RERAGModule(**causal_module_kwargs, freeze_generator=True)
+    module = RERAGModule(**causal_module_kwargs, stages=RE_ALONE)
     triples = [
         ("q1", "a", {"title": "", "text": "x y"}),
         ("q1", "a", {"title": "", "text": "x y"}),
@@ -266,7 +238,7 @@ def test_the_cache_is_built_in_batches_of_score_batch_size_and_the_batch_does_no
         sizes.append(batch_size)
         return build_teacher_scores(*args, batch_size=batch_size, **kwargs)
 
-    monkeypatch.setattr(rerag.module, "build_teacher_scores", recording)
+    monkeypatch.setattr(rerag.teacher_cache, "build_teacher_scores", recording)
     module = fit({**causal_module_kwargs, "score_batch_size": 3}, causal_data_kwargs, tmp_path / "cache", tmp_path)
     assert sizes == [3]
     data = RERAGDataModule(**causal_data_kwargs)
@@ -284,7 +256,7 @@ def test_a_cache_batch_holds_one_contexts_rows_and_sharing_their_prefix_leaves_f
     prompts alike up to the question), so the passage runs once per batch; F as each row reads
     alone, the question's part included."""
     kwargs = {**causal_module_kwargs, "generator_template": "Passage: {text}\nQuestion: {question}"}
-    teacher = RERAGModule(**kwargs | {"generator_max_length": 384}, freeze_generator=True).generator
+    teacher = RERAGModule(**kwargs | {"generator_max_length": 384}, stages=RE_ALONE).generator
     data = RERAGDataModule(**causal_data_kwargs)
     data.setup("fit")
     triples = list(data.teacher_triples())
@@ -311,8 +283,8 @@ def test_a_cache_batch_holds_one_contexts_rows_and_sharing_their_prefix_leaves_f
 def test_a_first_teacher_stage_switches_to_joint_training_at_its_step(
     causal_module_kwargs, causal_data_kwargs, tmp_path
 ):
-    """teacher_steps: 2: the generator stays as it starts (F from the cache) for two optimizer steps,
-    then trains jointly; the stage and the teacher's margin are logged by step."""
+    """A frozen-teacher stage of 2 steps: the generator stays as it starts (F from the cache) for two
+    optimizer steps, then trains jointly; the stage is logged by step."""
 
     class Record(L.Callback):
         def __init__(self):
@@ -320,20 +292,18 @@ def test_a_first_teacher_stage_switches_to_joint_training_at_its_step(
 
         def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx):
             weights = torch.cat([p.detach().flatten() for p in module.generator.model.parameters()])
-            stage = float(trainer.callback_metrics["train/teacher_stage"])
+            stage = float(trainer.callback_metrics["train/stage"])
             self.rows.append((trainer.global_step, stage, weights.clone()))
 
     L.seed_everything(0)
-    kwargs = {**causal_module_kwargs, "teacher_steps": 2, "teacher_cache_dir": str(tmp_path / "cache")}
+    kwargs = {**causal_module_kwargs, "stages": teacher_then_joint(2), "teacher_cache_dir": str(tmp_path / "cache")}
     module, record = RERAGModule(**kwargs), Record()
     start = torch.cat([p.detach().flatten().clone() for p in module.generator.model.parameters()])
     train(module, causal_data_kwargs, tmp_path, steps=4, callbacks=[record])
     assert len(module.teacher_scores) > 0 and len(cache_files(tmp_path / "cache")) == 1
-    assert [(step, stage) for step, stage, _ in record.rows] == [(1, 1.0), (2, 1.0), (3, 0.0), (4, 0.0)]
+    assert [(step, stage) for step, stage, _ in record.rows] == [(1, 0.0), (2, 0.0), (3, 1.0), (4, 1.0)]
     moved = [not torch.equal(weights, start) for _, _, weights in record.rows]
     assert moved == [False, False, True, True]  # the generator trains from the third step on
-    with pytest.raises(ValueError, match="teacher_steps"):
-        RERAGModule(**causal_module_kwargs, teacher_steps=2, freeze_generator=True)
 
 
 def test_a_run_resumed_after_its_teacher_stage_reads_the_cache_it_started_with(
@@ -342,7 +312,7 @@ def test_a_run_resumed_after_its_teacher_stage_reads_the_cache_it_started_with(
     """A joint run whose generator trains every weight, resumed from a checkpoint past its first
     stage: the teacher cache's key is the run's (saved in the checkpoint), not one of the trained
     generator, so nothing is rebuilt; with that cache gone, the error names it."""
-    kwargs = {**causal_module_kwargs, "teacher_steps": 1, "teacher_cache_dir": str(tmp_path / "cache")}
+    kwargs = {**causal_module_kwargs, "stages": teacher_then_joint(1), "teacher_cache_dir": str(tmp_path / "cache")}
 
     def run(steps, ckpt_path=None):
         L.seed_everything(0)
@@ -371,7 +341,7 @@ def test_a_bfloat16_base_trains_its_float32_adapter_under_bf16_mixed(
         "generator": None,
         "estimator_lora": LoraSpec(r=2, dropout=0.0),
         "shared_base": True,
-        "freeze_generator": True,
+        "stages": RE_ALONE,
         "teacher_cache_dir": str(tmp_path / "cache"),
     }
     module = RERAGModule(**kwargs)
@@ -391,7 +361,7 @@ def test_a_bfloat16_base_trains_its_float32_adapter_under_bf16_mixed(
 def test_a_first_generator_stage_trains_the_generator_then_the_re_against_the_base(
     causal_module_kwargs, causal_data_kwargs, tmp_path
 ):
-    """generator_steps: 2 on a shared base: the generator's adapter trains alone for two optimizer
+    """A generator stage of 2 steps on a shared base: the generator's adapter trains alone for two optimizer
     steps (marginalized with the retriever's scores), then stays put while the RE's trains against
     the base's cached F: the same cache file as a run whose generator never trains, each adapter's
     rate scheduled over its own stage."""
@@ -409,23 +379,23 @@ def test_a_first_generator_stage_trains_the_generator_then_the_re_against_the_ba
             self.rates.append({g["name"]: g["lr"] for g in trainer.optimizers[0].param_groups})
 
         def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx):
-            stage = float(trainer.callback_metrics["train/generator_stage"])
+            stage = float(trainer.callback_metrics["train/stage"])
             self.rows.append((stage, adapter_weights(module, "generator"), adapter_weights(module, "re")))
 
     shared = causal_module_kwargs | {
         "generator": None,
         "estimator_lora": LoraSpec(r=2, dropout=0.0),
         "shared_base": True,
-        "freeze_generator": True,
         "teacher_cache_dir": str(tmp_path / "cache"),
         "lr": 1e-2,
         "lr_schedule": "cosine",
     }
     L.seed_everything(0)
-    module, record = RERAGModule(**shared, generator_lora=LoraSpec(r=2, dropout=0.0), generator_steps=2), Record()
+    stages = [Stage(steps=2, train="generator", marginalize_with="retriever"), *RE_ALONE]
+    module, record = RERAGModule(**shared, generator_lora=LoraSpec(r=2, dropout=0.0), stages=stages), Record()
     start = adapter_weights(module, "generator"), adapter_weights(module, "re")
     train(module, causal_data_kwargs, tmp_path, steps=5, callbacks=[record])
-    assert [stage for stage, _, _ in record.rows] == [1.0, 1.0, 0.0, 0.0, 0.0]
+    assert [stage for stage, _, _ in record.rows] == [0.0, 0.0, 1.0, 1.0, 1.0]
     generator_moved = [not torch.equal(g, start[0]) for _, g, _ in record.rows]
     re_moved = [not torch.equal(r, start[1]) for _, _, r in record.rows]
     assert generator_moved == [True] * 5 and re_moved == [False, False, True, True, True]
@@ -435,10 +405,10 @@ def test_a_first_generator_stage_trains_the_generator_then_the_re_against_the_ba
     assert [r["estimator"] for r in record.rates] == pytest.approx([0.0, 0.0, 1e-2, 7.5e-3, 2.5e-3], abs=1e-6)
     (built,) = cache_files(tmp_path / "cache")
     L.seed_everything(0)
-    never_trains = train(RERAGModule(**shared, generator_lora=None), causal_data_kwargs, tmp_path, steps=1)
+    never_trains = train(
+        RERAGModule(**shared, generator_lora=None, stages=RE_ALONE), causal_data_kwargs, tmp_path, steps=1
+    )
     assert cache_files(tmp_path / "cache") == [built]  # the base's F, read back
     assert never_trains.teacher_scores.scores == module.teacher_scores.scores
-    with pytest.raises(ValueError, match="generator_steps"):
-        RERAGModule(**{**shared, "freeze_generator": False}, generator_lora=LoraSpec(r=2), generator_steps=2)
-    with pytest.raises(ValueError, match="generator_steps"):
-        RERAGModule(**shared, generator_lora=None, generator_steps=2)
+    with pytest.raises(ValueError, match="generator_lora unless no stage trains the generator"):
+        RERAGModule(**shared, generator_lora=None, stages=stages)

@@ -229,3 +229,18 @@ def test_every_python_snippet_of_the_card_runs(
     for block in blocks:
         code = block.replace("path/to/estimator", str(tmp_path / "export" / "estimator")).replace('"..."', '"who?"')
         exec(compile(code, "card", "exec"), {})
+
+
+def test_a_windowed_res_card_reports_both_ways_and_the_longest_equal_input(module_kwargs):
+    """An RE that scores windows: the card gives the test metrics of best-window scoring (rerag's) beside
+    those of whole passages (a server's), and names the longest input that scores the same both ways."""
+    from rerag.infer.model_card import estimator_card
+
+    estimator = RERAGModule(**module_kwargs).estimator
+    estimator.context_words = 60
+    windows, whole = {"test/re_gold_recall@1": 0.77, "global_step": 3}, {"test/re_gold_recall@1": 0.7125}
+    card = estimator_card(estimator, metrics=windows, serving=["cross_encoder"], whole_passage_metrics=whole)
+    assert "| metric | best window of 60 words (rerag) | whole passages (a server) |" in card
+    assert "| test/re_gold_recall@1 | 0.7700 | 0.7125 |" in card
+    assert f"a passage of at most 60 words whose prompt fits in {estimator.max_length} tokens" in card
+    assert "| test/re_gold_recall@1 | 0.7700 |\n" in estimator_card(estimator, metrics=windows) + "\n"

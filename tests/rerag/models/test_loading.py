@@ -42,5 +42,19 @@ def test_a_spec_no_model_can_be_built_from_is_a_clear_error_naming_its_field(spe
         spec.check("model.estimator")
 
 
-def test_a_valid_spec_passes_its_check():
-    ModelSpec(config=dict(TINY_T5), dtype="bfloat16").check("model.estimator")
+@pytest.mark.parametrize("dtype", ["bfloat16", "float32", None])
+@pytest.mark.parametrize("source", ["config", "saved"])
+def test_a_valid_spec_passes_its_check_and_builds_its_model(tmp_path, tokenizer_dir, source, dtype):
+    """What passes the check builds: a config or a saved folder, in the dtype asked (None: float32, as
+    built or saved)."""
+    tokenizer = load_tokenizer(tokenizer_dir)
+    if source == "config":
+        spec = ModelSpec(config=dict(TINY_T5), dtype=dtype)
+    else:
+        build_model(ModelSpec(config=dict(TINY_T5)), tokenizer).save_pretrained(tmp_path / "saved")
+        spec = ModelSpec(name_or_path=str(tmp_path / "saved"), dtype=dtype)
+    assert spec.check("model.estimator") is None  # no error
+    model = build_model(spec, tokenizer)
+    want = getattr(torch, dtype) if dtype else torch.float32
+    assert {p.dtype for p in model.parameters()} == {want}
+    assert model.config.d_model == TINY_T5["d_model"] and model.training

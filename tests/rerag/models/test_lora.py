@@ -15,6 +15,7 @@ from rerag.models.generator import Generator
 from rerag.models.loading import ModelSpec, build_model
 from rerag.models.lora import LoraSpec, add_lora
 from rerag.module import RERAGModule
+from rerag.stages import RE_ALONE
 from tests.rerag.conftest import TINY_LLAMA
 from tests.rerag.helpers import PASSAGES, QUESTION, fit_and_checkpoint
 
@@ -155,7 +156,7 @@ def test_shared_base_with_a_frozen_generator_trains_the_re_adapter_alone(
     causal_module_kwargs, causal_data_kwargs, llama_base, tmp_path
 ):
     L.seed_everything(0)
-    module = shared(causal_module_kwargs, llama_base, freeze_generator=True, generator_lora=None)
+    module = shared(causal_module_kwargs, llama_base, stages=RE_ALONE, generator_lora=None)
     assert module.generator.adapter == BASE_ADAPTER
     before = {n: p.detach().clone() for n, p in module.named_parameters()}
     fit_and_checkpoint(module, RERAGDataModule(**causal_data_kwargs), tmp_path, steps=3)

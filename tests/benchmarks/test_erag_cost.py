@@ -1,16 +1,28 @@
-"""The cost profile's accounting (`erag.cost.Meter`, `profile_run`, `packed_fid`) on a tiny random T5."""
+"""benchmarks/erag_cost.py: the cost profile's accounting (`Meter`, `profile_run`, `packed_fid`) on a
+tiny random T5, and one configuration measured in a fresh process."""
 
 import argparse
+import importlib.util
+from pathlib import Path
 
 import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from erag.cost import Meter, build_reader, packed_fid, parse_args, profile_run, synthetic_data, word_range
 from erag.readers import HFReader
+from rerag.reproduce.erag_cost import build_reader, synthetic_data
 from tests.erag.conftest import CONTEXTS, QUESTIONS, tiny_t5
 
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "erag_cost.py"
+spec = importlib.util.spec_from_file_location("erag_cost", SCRIPT)
+erag_cost = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(erag_cost)
+
 TINY = ["--d-model", "32", "--d-ff", "64", "--layers", "2", "--heads", "4", "--vocab", "200", "--max-new-tokens", "3"]
+
+
+def setting(*argv: str):
+    return erag_cost.cost_setting(erag_cost.parse_args([*TINY, *argv]))
 
 
 @pytest.fixture
@@ -22,7 +34,7 @@ def eager_t5():
 def test_meter_counts_tokens_and_flops(eager_t5, fusion):
     model, tokenizer = eager_t5
     reader = HFReader(model, tokenizer, max_new_tokens=4, fusion=fusion, generate_kwargs={"min_new_tokens": 4})
-    with Meter(model) as meter, FlopCounterMode(display=False) as counter:
+    with erag_cost.Meter(model) as meter, FlopCounterMode(display=False) as counter:
         reader(QUESTIONS, CONTEXTS)
     assert "generate" not in vars(model)  # the wrapper is gone again
     if fusion == "fid":
@@ -39,40 +51,48 @@ def test_meter_counts_tokens_and_flops(eager_t5, fusion):
 
 
 def test_sorted_batches_pad_less_and_packed_fid_agrees():
-    args = parse_args([*TINY, "--docs", "6"])
-    data = synthetic_data(args, 2, (2, 40))[0]
-    erag = build_reader(args, "concat")
-    unsorted = profile_run(erag, data, "erag", 4, sort=False)
-    ordered = profile_run(erag, data, "erag", 4, sort=True)
+    tiny = setting("--docs", "6")
+    data = synthetic_data(tiny, 2, (2, 40))[0]
+    erag = build_reader(tiny, "concat")
+    unsorted = erag_cost.profile_run(erag, data, "erag", 4, sort=False)
+    ordered = erag_cost.profile_run(erag, data, "erag", 4, sort=True)
     assert unsorted["rows"] == ordered["rows"] == 12
     assert unsorted["encoder_real"] == ordered["encoder_real"]
     assert ordered["encoder_tokens"] < unsorted["encoder_tokens"]
     assert ordered["decoder_positions"] == 12 * 3
-    split = ordered["encoder_s"] + ordered["decoder_s"] + ordered["lm_head_s"] + ordered["other_s"]
-    assert split == pytest.approx(ordered["seconds"])
+    # the hooked parts run one after another inside the run: what is left for the rest is not negative
+    assert ordered["other_s"] >= 0 and ordered["other_cpu_s"] >= 0
 
-    fid = build_reader(args, "fid")
-    plain = profile_run(fid, data, "e2e-fid", 2)
-    packed = profile_run(fid, data, "e2e-fid-packed", 2, fid_chunk=3)
+    fid = build_reader(tiny, "fid")
+    plain = erag_cost.profile_run(fid, data, "e2e-fid", 2)
+    packed = erag_cost.profile_run(fid, data, "e2e-fid-packed", 2, fid_chunk=3)
     assert plain["encoder_real"] == packed["encoder_real"] == ordered["encoder_real"]  # the same 12 prompts
     assert packed["encoder_tokens"] < plain["encoder_tokens"]
     assert packed["cross_keys"] < plain["cross_keys"]  # the decoder attends to real tokens only
     questions = [r["question"] for r in data.values()]
     contexts = [r["documents"] for r in data.values()]
     with torch.inference_mode():
-        assert packed_fid(fid, questions, contexts, 3) == fid(questions, contexts)
+        assert erag_cost.packed_fid(fid, questions, contexts, 3) == fid(questions, contexts)
 
 
 def test_stop_at_eos_lifts_min_new_tokens_for_the_run_only():
-    args = parse_args(TINY)
-    reader = build_reader(args, "concat")
-    data = synthetic_data(args, 1, (5, 5))[0]
-    profile_run(reader, data, "erag", 10, eos=True)
+    tiny = setting()
+    reader = build_reader(tiny, "concat")
+    data = synthetic_data(tiny, 1, (5, 5))[0]
+    erag_cost.profile_run(reader, data, "erag", 10, eos=True)
     assert reader.generate_kwargs == {"min_new_tokens": 3}
 
 
 def test_word_range():
-    assert word_range("100") == (100, 100) and word_range("20-180") == (20, 180)
-    assert parse_args(["--doc-words", "7"]).doc_words == (7, 7)
+    assert erag_cost.word_range("100") == (100, 100) and erag_cost.word_range("20-180") == (20, 180)
+    assert erag_cost.parse_args(["--doc-words", "7"]).doc_words == (7, 7)
     with pytest.raises(argparse.ArgumentTypeError):
-        word_range("9-3")
+        erag_cost.word_range("9-3")
+
+
+@pytest.mark.slow
+def test_a_configuration_runs_in_a_fresh_process():
+    argv = [*TINY, "--docs", "3", "--doc-words", "5", "--threads", "1"]
+    cell = erag_cost.measure(argv, "erag", 3, 1)
+    params = sum(p.numel() for p in build_reader(setting("--docs", "3"), "concat").model.parameters())
+    assert cell["params"] == params and cell["seconds"] > 0 and cell["memory_mib"] >= 0

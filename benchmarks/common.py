@@ -1,0 +1,60 @@
+"""What several benchmark scripts share: the training-step timing of `re_teacher_speed.py` and
+`joint_step_speed.py` (a fit config's module built without its loop, its step timed on fixed batches)
+and the settings both compare against.
+
+A script imports it as `common` (``from common import build``): Python puts the folder of the script
+it runs first on the path, so this works from any working folder. Scripts never import each other.
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+from rerag.data.datamodule import RERAGDataModule
+from rerag.fit_config import build_fit
+
+#: The earlier prompts: the title and the long instruction in both prompts (256 prompt tokens).
+LONG_RE = "Does the context answer the question? Answer true or false.\nQuestion: {question}\nContext: {title}. {text}"
+LONG_GEN = (
+    "Answer the question with a short span copied from the context.\nContext: {title}. {text}\nQuestion: {question}"
+)
+
+#: Model and trainer overrides for each precision, whatever the config sets: float32 weights and no
+#: autocast, or the base's weights in bfloat16 and the step under bf16-mixed autocast (kept on a CPU that
+#: emulates bf16, to measure it).
+FLOAT32 = ["--model.estimator.dtype", "null", "--trainer.precision", "32-true"]
+BF16 = ["--model.estimator.dtype", "bfloat16", "--trainer.precision", "bf16-mixed", "--allow_emulated_bf16", "true"]
+#: The RE adapter's dropout before the speed work.
+RE_DROPOUT = ["--model.estimator_lora.dropout", "0.05"]
+
+
+def batches(data: RERAGDataModule, n: int) -> list[dict]:
+    """The first `n` training batches of `data`."""
+    data.setup("fit")
+    loader = iter(data.train_dataloader())
+    return [next(loader) for _ in range(n)]
+
+
+def build(args: list[str]):
+    """The fit CLI of `args`, its module's logging a no-op (no trainer runs its loop here)."""
+    torch.manual_seed(0)
+    cli = build_fit(args)
+    cli.model.log_dict = lambda *a, **k: None
+    return cli
+
+
+def time_steps(module, rows: list[dict], precision, warmup: int = 1) -> float:
+    """Seconds per question of forward and backward over `rows` (one batch each), after `warmup`
+    untimed steps on the first rows (a compiled model compiles there, for each shape it meets).
+    `precision`: the trainer's precision plugin, whose autocast wraps the forward as in `fit`."""
+    module.train()
+    for i, batch in enumerate(rows[:warmup] + rows):
+        if i == warmup:
+            start = time.perf_counter()
+        with precision.forward_context():
+            loss = module.training_step(batch, i)
+        loss.backward()
+        module.zero_grad(set_to_none=True)
+    return (time.perf_counter() - start) / sum(len(b["ids"]) for b in rows)
