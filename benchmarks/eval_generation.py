@@ -2,7 +2,7 @@
 
 A dev or test batch is read several times with the config's top k: the RE's top k, the retriever's
 top k (the F1 baseline) and, for each depth d of `eval_depths`, the RE's top k within the
-retriever's first d. These often hold the same contexts, and `RERAGModule.answer` now generates
+retriever's first d. These often hold the same contexts, and `Evaluator.answer` generates
 each prompt once per batch. This script times the module's evaluation step (`_evaluate`: the RE
 over every window, then the generations) on the same test batches both ways, alternating which
 runs first from batch to batch so that drifting load on a shared machine slows both alike, counts
@@ -25,9 +25,9 @@ from pathlib import Path
 import torch
 
 from rerag.data.fid_format import read_fid
+from rerag.evaluation import Evaluator
 from rerag.fit_config import build_fit
 from rerag.infer.compare import load_results
-from rerag.module import RERAGModule
 
 
 def shared_first_picks(results: list[dict], records: dict[str, dict], depth: int) -> dict[str, float]:
@@ -94,8 +94,10 @@ def main() -> None:
 
     module.generator.generate = counting
 
+    evaluator = module.evaluator
+
     def each_read_its_own(batch, kept, weights, generated=None):
-        return RERAGModule.answer(module, batch, kept, weights)  # as before: no `generated` shared
+        return Evaluator.answer(evaluator, batch, kept, weights)  # no `generated` shared between reads
 
     seconds = {"shared": 0.0, "apart": 0.0}
     answers = {"shared": [], "apart": []}
@@ -108,9 +110,9 @@ def main() -> None:
             questions += len(batch["ids"])
             for way in ("shared", "apart") if i % 2 == 0 else ("apart", "shared"):
                 if way == "apart":
-                    module.answer = each_read_its_own
+                    evaluator.answer = each_read_its_own
                 else:
-                    vars(module).pop("answer", None)  # the class's answer
+                    vars(evaluator).pop("answer", None)  # the class's answer
                 module.results["test"] = []
                 start = time.perf_counter()
                 module._evaluate(batch, "test")

@@ -87,7 +87,7 @@ def main() -> None:
         key = " ".join(model_args)
         if key not in built:
             built = {key: build(common + model_args)}  # one model in memory at a time
-            teacher, _ = built[key].model.teacher_generator()
+            teacher, _ = built[key].model.frozen_teacher()
         cli = built[key]
         module = cli.model
         base = {k: v for k, v in cli.datamodule.hparams.items() if not k.startswith("_")}  # not _class_path

