@@ -23,7 +23,6 @@ import random
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Literal
 
 import torch
 
@@ -442,59 +441,12 @@ def save_reader(generator, cfg: PretrainConfig, corpus_cfg: CorpusConfig, rows: 
     return out
 
 
-def pretrain_command(
-    *,
-    out_dir: str = PretrainConfig.out_dir,
-    tokenizer: str = PretrainConfig.tokenizer,
-    model_type: Literal["pointer_t5", "t5"] = PretrainConfig.model_type,
-    d_model: int = PretrainConfig.d_model,
-    d_ff: int = PretrainConfig.d_ff,
-    d_kv: int = PretrainConfig.d_kv,
-    num_heads: int = PretrainConfig.num_heads,
-    num_layers: int = PretrainConfig.num_layers,
-    num_decoder_layers: int = PretrainConfig.num_decoder_layers,
-    steps: int = PretrainConfig.steps,
-    batch_size: int = PretrainConfig.batch_size,
-    lr: float = PretrainConfig.lr,
-    warmup_steps: int = PretrainConfig.warmup_steps,
-    weight_decay: float = PretrainConfig.weight_decay,
-    max_length: int = PretrainConfig.max_length,
-    max_answer_length: int = PretrainConfig.max_answer_length,
-    template: str = PretrainConfig.template,
-    eval_every: int = PretrainConfig.eval_every,
-    n_eval: int = PretrainConfig.n_eval,
-    seed: int = PretrainConfig.seed,
-    threads: int = PretrainConfig.threads,
-    corpus_seed: int = CorpusConfig.seed,
-) -> None:
-    """Pretrain the copy-head reader the demo's generator starts from, and save it.
+def pretrain_command(*, reader: PretrainConfig = PretrainConfig(), corpus: CorpusConfig = CorpusConfig()) -> None:
+    """Pretrain the copy-head reader the demo's generator starts from.
 
     Args:
-        out_dir: the generator folder to write (its weights and pretraining.json: the settings and the log).
-        tokenizer: the tokenizer folder, or `package:path` (the demo's).
-        model_type: pointer_t5 (T5 with a copy head) or t5.
-        d_model: the model's width.
-        d_ff: the feed-forward layers' width.
-        d_kv: the width of one attention head.
-        num_heads: attention heads per layer.
-        num_layers: encoder layers.
-        num_decoder_layers: decoder layers.
-        steps: optimizer steps.
-        batch_size: examples per step, drawn from the corpus on the fly.
-        lr: the peak learning rate of AdamW (a linear warm-up, then a cosine decay to 10% of it).
-        warmup_steps: steps of the linear warm-up.
-        weight_decay: AdamW's weight decay.
-        max_length: prompt tokens; a longer prompt is cut.
-        max_answer_length: answer tokens.
-        template: the reader's prompt, with {question}, {title} and {text}.
-        eval_every: steps between evaluations (exact match on held-out examples).
-        n_eval: held-out examples per evaluation.
-        seed: the seed of the model's initialization and of the examples drawn.
-        threads: torch CPU threads (the run is deterministic by seed and thread count).
-        corpus_seed: the seed of the reading corpus's entities and facts.
+        reader: the reader's size and training run (`rerag.demo.reader_pretraining.PretrainConfig`).
+        corpus: the synthetic reading corpus (`rerag.demo.reader_pretraining.CorpusConfig`).
     """
-    settings = dict(locals())
-    corpus = CorpusConfig(seed=settings.pop("corpus_seed"))
-    reader = PretrainConfig(**settings)
     generator, rows = pretrain(reader, corpus)
     print(save_reader(generator, reader, corpus, rows))

@@ -141,15 +141,27 @@ def test_shipped_reader_scores_the_answer_highest_where_a_passage_holds_it():
 
 
 def test_rerag_pretrain_takes_every_setting_as_a_flag_with_the_configs_defaults(monkeypatch, capsys, tmp_path):
-    """`rerag pretrain`: one flag per PretrainConfig field plus --corpus_seed, parsed from the command's
-    signature; what the flags leave out keeps PretrainConfig's and CorpusConfig's defaults."""
+    """`rerag pretrain`: one flag per PretrainConfig and CorpusConfig field (`--reader.*`, `--corpus.*`),
+    parsed from the command's signature; what the flags leave out keeps the dataclasses' defaults."""
     from rerag.cli import main
     from rerag.demo import reader_pretraining
 
     ran = []
     monkeypatch.setattr(reader_pretraining, "pretrain", lambda cfg, corpus: ran.append((cfg, corpus)) or ("g", []))
     monkeypatch.setattr(reader_pretraining, "save_reader", lambda generator, cfg, corpus, rows: cfg.out_dir)
-    main(["pretrain", "--out_dir", str(tmp_path), "--steps", "7", "--lr", "0.01", "--corpus_seed", "5"])
+    main(
+        [
+            "pretrain",
+            "--reader.out_dir",
+            str(tmp_path),
+            "--reader.steps",
+            "7",
+            "--reader.lr",
+            "0.01",
+            "--corpus.seed",
+            "5",
+        ]
+    )
     assert ran == [(PretrainConfig(out_dir=str(tmp_path), steps=7, lr=0.01), CorpusConfig(seed=5))]
     assert capsys.readouterr().out.strip() == str(tmp_path)
 
@@ -157,5 +169,6 @@ def test_rerag_pretrain_takes_every_setting_as_a_flag_with_the_configs_defaults(
         main(["pretrain", "--help"])
     assert done.value.code == 0
     usage = capsys.readouterr().out
-    for name in [*PretrainConfig.__dataclass_fields__, "corpus_seed"]:
+    fields = [f"reader.{n}" for n in PretrainConfig.__dataclass_fields__]
+    for name in [*fields, *(f"corpus.{n}" for n in CorpusConfig.__dataclass_fields__)]:
         assert f"--{name} " in usage, name
