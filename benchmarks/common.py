@@ -1,6 +1,6 @@
-"""What several benchmark scripts share: the training-step timing of `re_teacher_speed.py` and
-`joint_step_speed.py` (a fit config's module built without its loop, its step timed on fixed batches)
-and the settings both compare against.
+"""What several benchmark scripts share: the `--config` argument of a base and its overlay, the
+training-step timing of `re_teacher_speed.py` and `joint_step_speed.py` (a fit config's module built
+without its loop, its step timed on fixed batches) and the settings both compare against.
 
 A script imports it as `common` (``from common import build``): Python puts the folder of the script
 it runs first on the path, so this works from any working folder. Scripts never import each other.
@@ -9,6 +9,7 @@ it runs first on the path, so this works from any working folder. Scripts never 
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import torch
 
@@ -28,6 +29,17 @@ FLOAT32 = ["--model.estimator.dtype", "null", "--trainer.precision", "32-true"]
 BF16 = ["--model.estimator.dtype", "bfloat16", "--trainer.precision", "bf16-mixed", "--allow_emulated_bf16", "true"]
 #: The RE adapter's dropout before the speed work.
 RE_DROPOUT = ["--model.estimator_lora.dropout", "0.05"]
+
+
+def add_config_argument(parser, overlay: str) -> None:
+    """`--config`: fit config files, overlays after their base (default: the SmolLM2 base, then `overlay`)."""
+    default = [Path("configs/squad_smollm2_base.yaml"), Path("configs") / overlay]
+    parser.add_argument("--config", type=Path, nargs="+", default=default, help="fit config files, overlays last")
+
+
+def config_args(configs: list[Path]) -> list[str]:
+    """`rerag fit` arguments naming `configs` in order."""
+    return [arg for config in configs for arg in ("--config", str(config))]
 
 
 def batches(data: RERAGDataModule, n: int) -> list[dict]:

@@ -37,6 +37,7 @@ import subprocess
 import sys
 import time
 from contextlib import contextmanager
+from dataclasses import fields
 from pathlib import Path
 
 from rerag.reproduce.erag_cost import (
@@ -96,21 +97,7 @@ def word_range(text: str) -> tuple[int, int]:
 
 def cost_setting(args: argparse.Namespace) -> CostSetting:
     """The reader, data and batches the arguments name."""
-    return CostSetting(
-        queries=args.queries,
-        memory_queries=args.memory_queries,
-        docs=args.docs,
-        doc_words=args.doc_words,
-        batch_queries=args.batch_queries,
-        d_model=args.d_model,
-        d_ff=args.d_ff,
-        layers=args.layers,
-        heads=args.heads,
-        vocab=args.vocab,
-        max_new_tokens=args.max_new_tokens,
-        threads=args.threads,
-        repeats=args.repeats,
-    )
+    return CostSetting(**{field.name: getattr(args, field.name) for field in fields(CostSetting)})
 
 
 def status_mib(field: str) -> float:

@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 import torch
+from common import add_config_argument, config_args
 
 from rerag.data.fid_format import read_fid
 from rerag.evaluation import Evaluator
@@ -56,13 +57,7 @@ def shared_first_picks(results: list[dict], records: dict[str, dict], depth: int
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument(
-        "--config",
-        type=Path,
-        nargs="+",
-        default=[Path("configs/squad_smollm2_base.yaml"), Path("configs/squad_smollm2_teacher.yaml")],
-        help="fit config files, overlays after their base",
-    )
+    add_config_argument(p, "squad_smollm2_teacher.yaml")
     p.add_argument("--ckpt", type=Path, help="a checkpoint of the config's module (default: its untrained RE)")
     p.add_argument("--batches", type=int, default=10, help="test batches timed (the config's eval_batch_size each)")
     p.add_argument("--results", type=Path, help="a finished test's test_results.jsonl: count, do not time")
@@ -79,7 +74,7 @@ def main() -> None:
         print("| " + " | ".join(counts) + " |\n" + "|---" * len(counts) + "|")
         print("| " + " | ".join(f"{v:.2f}" if isinstance(v, float) else str(v) for v in counts.values()) + " |")
         return
-    cli = build_fit([*(a for c in args.config for a in ("--config", str(c))), "--trainer.logger", "false"])
+    cli = build_fit([*config_args(args.config), "--trainer.logger", "false"])
     module, data = cli.model, cli.datamodule
     if args.ckpt:
         module.load_state_dict(torch.load(args.ckpt, map_location="cpu", weights_only=False)["state_dict"])

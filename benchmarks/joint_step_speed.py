@@ -44,10 +44,20 @@ longest), seconds per question and the speed-up against 1.
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 import torch
-from common import BF16, FLOAT32, LONG_GEN, LONG_RE, RE_DROPOUT, batches, build, time_steps
+from common import (
+    BF16,
+    FLOAT32,
+    LONG_GEN,
+    LONG_RE,
+    RE_DROPOUT,
+    add_config_argument,
+    batches,
+    build,
+    config_args,
+    time_steps,
+)
 
 from rerag.data.datamodule import RERAGDataModule
 
@@ -101,13 +111,7 @@ def tokens(rows: list[dict], key: str) -> tuple[float, float]:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument(
-        "--config",
-        type=Path,
-        nargs="+",
-        default=[Path("configs/squad_smollm2_base.yaml"), Path("configs/squad_smollm2.yaml")],
-        help="fit config files, overlays after their base",
-    )
+    add_config_argument(p, "squad_smollm2.yaml")
     p.add_argument("--questions", type=int, default=4, help="timed training questions per setting")
     p.add_argument(
         "--rows",
@@ -119,7 +123,7 @@ def main() -> None:
     )
     p.add_argument("--warmup", type=int, default=1, help="untimed steps per setting on its first questions")
     args = p.parse_args()
-    common = [*(a for c in args.config for a in ("--config", str(c))), "--trainer.logger", "false"]
+    common = [*config_args(args.config), "--trainer.logger", "false"]
     # joint from step 0: no first stage, so none of its settings (its cache, its teacher's question term)
     common += ["--model.stages", "[{}]", "--model.teacher_cache_dir", "null"]
     common += ["--model.teacher_question_template", "null"]

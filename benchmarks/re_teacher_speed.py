@@ -27,10 +27,20 @@ Every row reads the config's number of training contexts per question.
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 import torch
-from common import BF16, FLOAT32, LONG_GEN, LONG_RE, RE_DROPOUT, batches, build, time_steps
+from common import (
+    BF16,
+    FLOAT32,
+    LONG_GEN,
+    LONG_RE,
+    RE_DROPOUT,
+    add_config_argument,
+    batches,
+    build,
+    config_args,
+    time_steps,
+)
 
 from rerag.data.datamodule import RERAGDataModule
 from rerag.teacher_cache import build_teacher_scores
@@ -61,19 +71,13 @@ def settings() -> dict[str, tuple[list[str], dict]]:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument(
-        "--config",
-        type=Path,
-        nargs="+",
-        default=[Path("configs/squad_smollm2_base.yaml"), Path("configs/squad_smollm2_teacher.yaml")],
-        help="fit config files, overlays after their base",
-    )
+    add_config_argument(p, "squad_smollm2_teacher.yaml")
     p.add_argument("--questions", type=int, default=6, help="timed training questions per setting")
     args = p.parse_args()
     # every row's F is the answer's alone (eq. 8), as the rows were measured: the config's question
     # template adds a cached log P(q | c), which the live rows would have no cache to read from; and every
     # row times the RE's step, so without the config's first stage, in which the generator trains
-    common = [*(a for c in args.config for a in ("--config", str(c))), "--trainer.logger", "false"]
+    common = [*config_args(args.config), "--trainer.logger", "false"]
     common += ["--model.teacher_question_template", "null"]
     common += [
         "--model.stages",

@@ -16,10 +16,10 @@ from rerag.models.loading import ModelSpec
 from rerag.models.lora import LoraSpec
 from rerag.module import RERAGModule
 
-if __name__ == "__main__":
-    out_dir, world_dir, tokenizer_dir, config = sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4])
-    shared_base = sys.argv[5:] == ["shared_base"]  # one base, adapters "re" and "generator" (config: a causal LM)
-    L.seed_everything(0)
+
+def build(world_dir, tokenizer_dir, config: dict, shared_base: bool) -> tuple[RERAGModule, RERAGDataModule]:
+    """The fit's module and datamodule (with `shared_base`: one base, adapters "re" and "generator";
+    `config` a causal LM's), also what the test validates the trained weights with."""
     lora = LoraSpec(r=2, dropout=0.0) if shared_base else None
     module = RERAGModule(
         ModelSpec(config=config),
@@ -37,8 +37,6 @@ if __name__ == "__main__":
         generator_lora=lora,
         shared_base=shared_base,
     )
-    if os.environ.get("LOCAL_RANK", "0") == "0":  # Lightning re-launches this script for rank 1 with LOCAL_RANK=1
-        torch.save(module.state_dict(), f"{out_dir}/initial.pt")
     data = RERAGDataModule(
         train_file=f"{world_dir}/train.jsonl",
         val_file=f"{world_dir}/dev.jsonl",
@@ -52,6 +50,16 @@ if __name__ == "__main__":
         batch_size=2,
         eval_batch_size=2,
     )
+    return module, data
+
+
+if __name__ == "__main__":
+    out_dir, world_dir, tokenizer_dir, config = sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4])
+    shared_base = sys.argv[5:] == ["shared_base"]  # one base, adapters "re" and "generator" (config: a causal LM)
+    L.seed_everything(0)
+    module, data = build(world_dir, tokenizer_dir, config, shared_base)
+    if os.environ.get("LOCAL_RANK", "0") == "0":  # Lightning re-launches this script for rank 1 with LOCAL_RANK=1
+        torch.save(module.state_dict(), f"{out_dir}/initial.pt")
     trainer = L.Trainer(
         accelerator="cpu",
         devices=2,

@@ -8,10 +8,9 @@ import pytest
 import torch
 
 from rerag.data.datamodule import RERAGDataModule
-from rerag.models.loading import ModelSpec
-from rerag.models.lora import LoraSpec
 from rerag.module import RERAGModule
 from tests.rerag.conftest import TINY_LLAMA
+from tests.rerag.ddp_fit import build
 
 
 @pytest.mark.slow
@@ -56,36 +55,8 @@ def test_ddp_trains_two_adapters_of_one_shared_base(world_dir, chat_tokenizer_di
     assert any(".re." in n for n in changed) and any(".generator." in n for n in changed)
     assert all("lora_" in n for n in changed)  # the shared base stays frozen
     # the synced DDP metrics are a single process's validation of the trained weights
-    lora = LoraSpec(r=2, dropout=0.0)
-    module = RERAGModule(
-        ModelSpec(config=TINY_LLAMA),
-        None,
-        chat_tokenizer_dir,
-        chat_tokenizer_dir,
-        re_max_length=64,
-        generator_max_length=64,
-        max_answer_length=8,
-        val_top_k=3,
-        test_top_k=3,
-        recall_ks=[1, 5],
-        estimator_lora=lora,
-        generator_lora=lora,
-        shared_base=True,
-    )
+    module, data = build(world_dir, chat_tokenizer_dir, TINY_LLAMA, shared_base=True)
     module.load_state_dict(after)
-    data = RERAGDataModule(
-        train_file=str(world_dir / "train.jsonl"),
-        val_file=str(world_dir / "dev.jsonl"),
-        re_tokenizer=chat_tokenizer_dir,
-        generator_tokenizer=chat_tokenizer_dir,
-        re_max_length=64,
-        generator_max_length=64,
-        max_answer_length=8,
-        n_train_contexts=4,
-        n_eval_contexts=12,
-        batch_size=2,
-        eval_batch_size=2,
-    )
     assert_equal_metrics(json.loads((tmp_path / "metrics.json").read_text()), validate(module, data, tmp_path))
 
 
