@@ -65,7 +65,10 @@ def passages(article: dict, min_words: int = 60, max_words: int = 120) -> tuple[
 
 
 def build(squad: dict, articles: list[str], k: int) -> tuple[list[dict], list[dict]]:
-    """The corpus of every article and the FiD records of the answerable questions of `articles`."""
+    """The corpus of every article and the FiD records of the answerable questions of `articles`.
+
+    A title may be spelled as the data file spells it (`Sky_(United_Kingdom)`) or with spaces."""
+    articles = [a.replace("_", " ") for a in articles]
     corpus, questions = [], []
     for a, article in enumerate(squad["data"]):
         title = article["title"].replace("_", " ")
