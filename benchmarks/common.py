@@ -8,6 +8,7 @@ it runs first on the path, so this works from any working folder. Scripts never 
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from pathlib import Path
 
@@ -28,7 +29,7 @@ LONG_GEN = (
 FLOAT32 = ["--model.estimator.dtype", "null", "--trainer.precision", "32-true"]
 BF16 = ["--model.estimator.dtype", "bfloat16", "--trainer.precision", "bf16-mixed", "--allow_emulated_bf16", "true"]
 #: The RE adapter's dropout before the speed work.
-RE_DROPOUT = ["--model.estimator_lora.dropout", "0.05"]
+RE_DROPOUT = ["--model.assembly.estimator_lora.dropout", "0.05"]
 
 
 def add_config_argument(parser, overlay: str) -> None:
@@ -40,6 +41,16 @@ def add_config_argument(parser, overlay: str) -> None:
 def config_args(configs: list[Path]) -> list[str]:
     """`rerag fit` arguments naming `configs` in order."""
     return [arg for config in configs for arg in ("--config", str(config))]
+
+
+def rebuilt_data(data: RERAGDataModule, overrides: dict) -> RERAGDataModule:
+    """A datamodule of `data`'s settings with `overrides`: init arguments, and under `inputs` a dict of
+    `InputSpec` fields to change (`model.inputs`, linked to the datamodule: its tokenizers, templates,
+    lengths); the model keeps the config's."""
+    overrides = dict(overrides)
+    settings = {k: v for k, v in data.hparams.items() if not k.startswith("_")}  # not _class_path
+    settings["inputs"] = dataclasses.replace(data.inputs, **overrides.pop("inputs", {}))  # hparams hold a dict
+    return RERAGDataModule(**(settings | overrides))
 
 
 def batches(data: RERAGDataModule, n: int) -> list[dict]:

@@ -1,7 +1,7 @@
 """Evaluation seconds per question with one generation per prompt, against every read generating its own.
 
 A dev or test batch is read several times with the config's top k: the RE's top k, the retriever's
-top k (the F1 baseline) and, for each depth d of `eval_depths`, the RE's top k within the
+top k (the F1 baseline) and, for each depth d of `model.evaluation.eval_depths`, the RE's top k within the
 retriever's first d. These often hold the same contexts, and `Evaluator.answer` generates
 each prompt once per batch. This script times the module's evaluation step (`_evaluate`: the RE
 over every window, then the generations) on the same test batches both ways, alternating which
@@ -32,7 +32,7 @@ from rerag.infer.compare import load_results
 
 
 def shared_first_picks(results: list[dict], records: dict[str, dict], depth: int) -> dict[str, float]:
-    """Over a finished test with top k 1 and `eval_depths` [depth]: the questions, those whose RE's first
+    """Over a finished test with top k 1 and `model.evaluation.eval_depths` [depth]: the questions, those whose RE's first
     pick is the retriever's first, those among them whose RE-order and retriever-order answers differ,
     and the rows generated per question, 3 read apart (the RE's pick, the retriever's, the RE's within
     the retriever's first `depth`) and at most this many once per prompt (a pick below `depth` counts
@@ -62,7 +62,7 @@ def main() -> None:
     p.add_argument("--batches", type=int, default=10, help="test batches timed (the config's eval_batch_size each)")
     p.add_argument("--results", type=Path, help="a finished test's test_results.jsonl: count, do not time")
     p.add_argument("--data", type=Path, help="the data file that test read (with --results)")
-    p.add_argument("--depth", type=int, default=4, help="its eval_depths (with --results)")
+    p.add_argument("--depth", type=int, default=4, help="its model.evaluation.eval_depths (with --results)")
     args = p.parse_args()
     if args.results:
         records = {r["id"]: r for r in read_fid(args.data)}
@@ -116,7 +116,7 @@ def main() -> None:
     differ = sum(a != b for a, b in zip(answers["shared"], answers["apart"]))
     print(
         f"\nEvaluation step, {args.config[-1].name}, {questions} test questions ({args.batches} batches), "
-        f"top k {module.hparams.test_top_k}, eval_depths {module.hparams.eval_depths}, "
+        f"top k {module.evaluation.test_top_k}, eval_depths {module.evaluation.eval_depths}, "
         f"{torch.get_num_threads()} threads\n"
     )
     print("| generation | rows generated per question | s per question | vs apart |")

@@ -27,7 +27,7 @@ they were measured; rows 8-9 are the config as it is, without it:
     rows of one question share the chat template and the question, the generator's the template
     and its instruction), as the models do now;
 11. 9 with the shared prefix run once;
-12. 10 with the base's decoder stack, which both adapters run through, compiled (`model.compile true`:
+12. 10 with the base's decoder stack, which both adapters run through, compiled (`model.assembly.compile true`:
     torch.compile's inductor; `--warmup` as many as `--questions` compiles every shape before the timed steps).
 Rows 1-9 run every row whole, as they were measured (the models' `share_prefix = False`). Rows 1, 2,
 4-7, 9 and 11 run in float32, whatever the config's precision.
@@ -56,30 +56,33 @@ from common import (
     batches,
     build,
     config_args,
+    rebuilt_data,
     time_steps,
 )
 
-from rerag.data.datamodule import RERAGDataModule
-
 TOP_8 = "[22, 23, 24, 25, 26, 27, 28, 29]"
-EARLIER_RE = ["--model.estimator_lora.target_modules", "[q_proj, k_proj, v_proj, o_proj]"]
-EARLIER_RE += ["--model.estimator_lora.layers_to_transform", TOP_8]
+EARLIER_RE = ["--model.assembly.estimator_lora.target_modules", "[q_proj, k_proj, v_proj, o_proj]"]
+EARLIER_RE += ["--model.assembly.estimator_lora.layers_to_transform", TOP_8]
 EARLIER_PROMPTS = {
-    "re_template": LONG_RE,
-    "generator_template": LONG_GEN,
-    "re_max_length": 256,
-    "generator_max_length": 256,
+    "inputs": {
+        "re_template": LONG_RE,
+        "generator_template": LONG_GEN,
+        "re_max_length": 256,
+        "generator_max_length": 256,
+    },
     "train_context_words": None,
     "train_windows_keep_answer": False,  # no window to place
 }
-EARLIER_GEN = ["--model.generator_lora.target_modules", "[q_proj, k_proj, v_proj, o_proj]"]
-EARLIER_GEN += ["--model.generator_lora.layers_to_transform", TOP_8]
-EARLIER_WORDS = ["--model.true_word", "true", "--model.false_word", "false"]
-DROPOUT = RE_DROPOUT + ["--model.generator_lora.dropout", "0.05"]  # both adapters' dropout before the speed work
+EARLIER_GEN = ["--model.assembly.generator_lora.target_modules", "[q_proj, k_proj, v_proj, o_proj]"]
+EARLIER_GEN += ["--model.assembly.generator_lora.layers_to_transform", TOP_8]
+EARLIER_WORDS = ["--model.inputs.true_word", "true", "--model.inputs.false_word", "false"]
+# both adapters' dropout before the speed work
+DROPOUT = RE_DROPOUT + ["--model.assembly.generator_lora.dropout", "0.05"]
 
 
 def settings() -> dict[str, tuple[list[str], dict]]:
-    """Each row's model overrides (a build of its own when they differ) and datamodule overrides."""
+    """Each row's model overrides (a build of its own when they differ) and datamodule overrides
+    (`common.rebuilt_data`: `inputs` holds the prompt fields the datamodule reads)."""
     with_dropout = {  # rows 1-7: measured when the config still had the adapters' dropout
         "earlier joint config": (EARLIER_RE + EARLIER_GEN + EARLIER_WORDS + FLOAT32, EARLIER_PROMPTS),
         "the config": (FLOAT32, {}),
@@ -98,7 +101,7 @@ def settings() -> dict[str, tuple[list[str], dict]]:
         "the config, float32, no adapter dropout": (FLOAT32, whole),
         "the config, bf16, no adapter dropout, shared prefix (as shipped now)": (BF16, {}),
         "the config, float32, no adapter dropout, shared prefix": (FLOAT32, {}),
-        "the config as shipped, the decoder compiled": (BF16 + ["--model.compile", "true"], {}),
+        "the config as shipped, the decoder compiled": (BF16 + ["--model.assembly.compile", "true"], {}),
     }
 
 
@@ -124,9 +127,9 @@ def main() -> None:
     p.add_argument("--warmup", type=int, default=1, help="untimed steps per setting on its first questions")
     args = p.parse_args()
     common = [*config_args(args.config), "--trainer.logger", "false"]
-    # joint from step 0: no first stage, so none of its settings (its cache, its teacher's question term)
-    common += ["--model.stages", "[{}]", "--model.teacher_cache_dir", "null"]
-    common += ["--model.teacher_question_template", "null"]
+    # joint from step 0: no first stage, so none of its settings (its cache, its teacher's question term);
+    # the joint stage spelt out: over the config's list of stages, `[{}]` does not parse as a Stage
+    common += ["--model.stages", '[{"train": "both"}]', "--model.teacher", "null"]
     built: dict[str, object] = {}
     results = {}
     chosen = list(settings().items())
@@ -138,14 +141,14 @@ def main() -> None:
         cli = built[key]
         data_args = dict(data_args)
         cli.model.estimator.share_prefix = cli.model.generator.share_prefix = data_args.pop("share_prefix", True)
-        base = {k: v for k, v in cli.datamodule.hparams.items() if not k.startswith("_")}  # not _class_path
-        rows = batches(RERAGDataModule(**(base | data_args)), args.questions)
+        rows = batches(rebuilt_data(cli.datamodule, data_args), args.questions)
         seconds = time_steps(cli.model, rows, cli.trainer.precision_plugin, args.warmup)
         results[name] = (seconds, tokens(rows, "re"), tokens(rows, "gen"))
         print(name, results[name], flush=True)
 
     baseline = next(iter(results.values()))[0]
-    contexts = base["n_train_contexts"] + base["n_deep_contexts"]
+    data = cli.datamodule.hparams
+    contexts = data["n_train_contexts"] + data["n_deep_contexts"]
     print(
         f"\nJoint training step, {args.config[-1].name}, {args.questions} questions x {contexts} contexts "
         f"per setting, {torch.get_num_threads()} threads\n"

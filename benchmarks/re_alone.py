@@ -2,11 +2,11 @@
 
 Runs `rerag fit` of the config (arguments after `--` override it as in `rerag fit`, after this
 script's own settings) with the generator frozen and its F_ij (eq. 8) cached:
-a one-stage `model.stages` (the RE alone, `re_learns_from: teacher`) and `model.teacher_cache_dir` (`--teacher-cache`; `rerag.teacher_cache`)
+a one-stage `model.stages` (the RE alone, `re_learns_from: teacher`) and `model.teacher.cache_dir` (`--teacher-cache`; `rerag.teacher_cache`)
 score every training (question, answer, context) once at fit start, and a later run with the same
 teacher, data and prompt reads them back. Only the RE trains (`rerag.optimization.estimator_parameters`,
-the config's `estimator_lr`, accumulation and clipping) on L_gen + L_re + L_tok (eq. 12). The
-teacher is the config's generator, or `--teacher` (`model.teacher`): any Hugging Face LM, such as
+the config's `model.optimizer.estimator_lr`, accumulation and clipping) on L_gen + L_re + L_tok (eq. 12). The
+teacher is the config's generator, or `--teacher` (`model.teacher.model`): any Hugging Face LM, such as
 the `generator` folder that `rerag export` writes of a joint run's checkpoint (merged: with a
 shared-base config the frozen generator is the bare base, so a trained generator teaches only
 this way). Prints the module's own dev metrics (`val/re_recall@1`, `val/retriever_recall@1`, and
@@ -20,12 +20,13 @@ It tries any RE the config can build: a LoRA adapter on a causal LM included.
     rerag export --checkpoint outputs/squad_smollm2/checkpoints/final.ckpt --out outputs/squad_smollm2/export
     python benchmarks/re_alone.py --config configs/squad_smollm2_base.yaml configs/squad_smollm2.yaml \\
         --teacher outputs/squad_smollm2/export/generator --teacher-cache outputs/teacher_cache \\
-        --steps 60 --eval-every 20 --dev-questions 30 -- --model.estimator_lora.layers_to_transform null
+        --steps 60 --eval-every 20 --dev-questions 30 -- --model.assembly.estimator_lora.layers_to_transform null
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import sys
@@ -40,8 +41,13 @@ from lightning.pytorch.cli import SaveConfigCallback
 from rerag.callbacks import ValidationSchedule
 from rerag.fit_config import RERAGCLI, build_fit
 
-#: The RE's settings: what `--save` takes from this run into the joint checkpoint's (the rest stays the joint run's).
-RE_SETTINGS = ("estimator", "estimator_lora", "re_tokenizer", "re_template", "re_max_length", "true_word", "false_word")
+#: The RE's settings, by group of `model` (None: a setting of its own): what `--save` takes from this run
+#: into the joint checkpoint's (the rest of each group, and every other setting, stays the joint run's).
+RE_SETTINGS = {
+    None: ("estimator",),
+    "inputs": ("re_tokenizer", "re_template", "re_max_length", "true_word", "false_word"),
+    "assembly": ("estimator_lora",),
+}
 
 
 def frozen_teacher_overrides(cache_dir: Path, steps: int) -> list[str]:
@@ -50,8 +56,8 @@ def frozen_teacher_overrides(cache_dir: Path, steps: int) -> list[str]:
     generator answers only at validation, from its top context: dev EM is not what is measured."""
     return [
         *("--model.stages", json.dumps([{"train": "estimator", "re_learns_from": "teacher"}])),
-        *("--model.generator_lora", "null"),
-        *("--model.teacher_cache_dir", str(cache_dir), "--model.val_top_k", "1"),
+        *("--model.assembly.generator_lora", "null"),
+        *("--model.teacher.cache_dir", str(cache_dir), "--model.evaluation.val_top_k", "1"),
         *("--trainer.max_steps", str(steps)),
         *("--trainer.num_sanity_val_steps", "-1", "--trainer.logger", "false"),
         *("--trainer.enable_checkpointing", "false", "--trainer.callbacks", "[]"),
@@ -144,6 +150,24 @@ def load_estimator(module, checkpoint: Path) -> int:
     return len(wanted)
 
 
+def with_re_settings(joint: dict, trained: dict) -> dict:
+    """The joint run's hyperparameters `joint` with the RE's settings (`RE_SETTINGS`) of `trained`; a
+    group (`model.inputs`, `model.assembly`) may be a dict, as the CLI saves it, or its spec dataclass."""
+
+    def field(group, name):
+        return group[name] if isinstance(group, dict) else getattr(group, name)
+
+    merged = dict(joint)
+    for group, names in RE_SETTINGS.items():
+        if group is None:
+            merged |= {name: trained[name] for name in names}
+            continue
+        values = {name: field(trained[group], name) for name in names}
+        held = merged[group]
+        merged[group] = dataclasses.replace(held, **values) if dataclasses.is_dataclass(held) else {**held, **values}
+    return merged
+
+
 def save_with_estimator(module, checkpoint: Path, out: Path) -> None:
     """Write fit checkpoint `checkpoint` (the joint run's) with its RE replaced by `module`'s, weights
     and settings (`RE_SETTINGS`; the rest, its generator's included, stay the joint run's), for
@@ -153,7 +177,7 @@ def save_with_estimator(module, checkpoint: Path, out: Path) -> None:
     is_re = re_keys(module)
     kept = {k: v for k, v in ckpt["state_dict"].items() if not is_re(k)}
     ckpt["state_dict"] = kept | {k: v for k, v in module.state_dict().items() if is_re(k)}
-    ckpt["hyper_parameters"] = dict(ckpt.get("hyper_parameters", {})) | {k: module.hparams[k] for k in RE_SETTINGS}
+    ckpt["hyper_parameters"] = with_re_settings(dict(ckpt.get("hyper_parameters", {})), module.hparams)
     for key in ("optimizer_states", "lr_schedulers", "loops"):
         ckpt.pop(key, None)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -168,10 +192,10 @@ def main() -> None:
     p.add_argument(
         "--teacher",
         default=None,
-        help="the teacher (model.teacher.name_or_path): a `rerag export`ed generator folder or any Hugging Face LM "
+        help="the teacher (model.teacher.model.name_or_path): a `rerag export`ed generator folder or any Hugging Face LM "
         "(default: the config's generator, frozen)",
     )
-    p.add_argument("--teacher-cache", type=Path, default=Path("outputs/teacher_cache"), help="model.teacher_cache_dir")
+    p.add_argument("--teacher-cache", type=Path, default=Path("outputs/teacher_cache"), help="model.teacher.cache_dir")
     p.add_argument("--steps", type=int, default=100, help="optimizer steps")
     p.add_argument("--eval-every", type=int, default=25)
     p.add_argument(
@@ -195,7 +219,7 @@ def main() -> None:
     if (args.save or args.resume) and not args.checkpoint:
         p.error("--save and --resume need --checkpoint")
 
-    teacher = ["--model.teacher.name_or_path", args.teacher] if args.teacher else []
+    teacher = ["--model.teacher.model.name_or_path", args.teacher] if args.teacher else []
     cli = build(args.config, [*frozen_teacher_overrides(args.teacher_cache, args.steps), *teacher, *overrides])
     module, data = cli.model, cli.datamodule
     if args.resume:
@@ -216,7 +240,7 @@ def main() -> None:
     print(
         f"\nThe RE alone, {args.config[-1].name} {' '.join(overrides)}: dev Recall@1 over "
         f"{data.hparams.n_eval_contexts} contexts ({len(module.results['val'])} questions); teacher "
-        f"{module.teacher_spec.name_or_path or 'the config generator'}, F_ij of {len(module.teacher_scores)} training "
+        f"{module.teacher_model.name_or_path or 'the config generator'}, F_ij of {len(module.teacher_scores)} training "
         f"pairs {'read from' if cache in cached_before else 'written to'} {cache}; {(time.time() - start) / 60:.1f} min\n"
     )
     print("| step | training minutes | mean train/loss_re | " + " | ".join(names) + " |")

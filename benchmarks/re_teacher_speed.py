@@ -39,22 +39,25 @@ from common import (
     batches,
     build,
     config_args,
+    rebuilt_data,
     time_steps,
 )
 
-from rerag.data.datamodule import RERAGDataModule
 from rerag.teacher_cache import build_teacher_scores
 
 
 def settings() -> dict[str, tuple[list[str], dict]]:
     """Each row's model and trainer overrides (a build of its own when they differ) and datamodule
-    overrides, with whether F comes from the cache."""
+    overrides (`common.rebuilt_data`: `inputs` holds the prompt fields the datamodule reads), with
+    whether F comes from the cache."""
     whole_passages = {"train_context_words": None, "train_windows_keep_answer": False}  # no window to place
     long_prompts = {
-        "re_template": LONG_RE,
-        "generator_template": LONG_GEN,
-        "re_max_length": 256,
-        "generator_max_length": 256,
+        "inputs": {
+            "re_template": LONG_RE,
+            "generator_template": LONG_GEN,
+            "re_max_length": 256,
+            "generator_max_length": 256,
+        },
         **whole_passages,
     }
     whole = {"share_prefix": False}  # rows 1-5: every row run whole, as measured before the models shared prefixes
@@ -78,11 +81,11 @@ def main() -> None:
     # template adds a cached log P(q | c), which the live rows would have no cache to read from; and every
     # row times the RE's step, so without the config's first stage, in which the generator trains
     common = [*config_args(args.config), "--trainer.logger", "false"]
-    common += ["--model.teacher_question_template", "null"]
+    common += ["--model.teacher.question_template", "null"]
     common += [
         "--model.stages",
         '[{"train": "estimator", "re_learns_from": "teacher"}]',
-        "--model.generator_lora",
+        "--model.assembly.generator_lora",
         "null",
     ]
     built: dict[str, object] = {}
@@ -94,20 +97,19 @@ def main() -> None:
             teacher, _ = built[key].model.frozen_teacher()
         cli = built[key]
         module = cli.model
-        base = {k: v for k, v in cli.datamodule.hparams.items() if not k.startswith("_")}  # not _class_path
         row = dict(row)
         cached = row.pop("cached")
         share = row.pop("share_prefix", True)
         module.estimator.share_prefix = module.generator.share_prefix = teacher.share_prefix = share
-        data = RERAGDataModule(**(base | row))
+        data = rebuilt_data(cli.datamodule, row)
         rows = batches(data, args.questions)
         module.teacher_scores = None
         if cached:
             triples = [
                 (q, t, c) for b in rows for q, t, cs in zip(b["questions"], b["targets"], b["contexts"]) for c in cs
             ]
-            teacher.template = data.hparams.generator_template
-            teacher.max_length = data.hparams.generator_max_length
+            teacher.template = data.inputs.generator_template
+            teacher.max_length = data.inputs.generator_max_length
             module.teacher_scores = build_teacher_scores(teacher, triples)
         tokens = sum(int(b["re"]["attention_mask"].sum()) for b in rows) / sum(int(b["n_contexts"].sum()) for b in rows)
         results[name] = (time_steps(module, rows, cli.trainer.precision_plugin), tokens)
@@ -117,7 +119,7 @@ def main() -> None:
     own = results["cached teacher, long prompts"][0]
     print(
         f"\nRE training step, {args.config[-1].name}, {args.questions} questions x "
-        f"{base['n_train_contexts']} contexts per setting, {torch.get_num_threads()} threads\n"
+        f"{cli.datamodule.hparams['n_train_contexts']} contexts per setting, {torch.get_num_threads()} threads\n"
     )
     print(
         "| setting | RE prompt tokens per context | s per question | questions/s | vs live | vs cached, long prompts |"

@@ -12,7 +12,7 @@ generator, with paired-bootstrap 95% intervals (`rerag.infer.compare`), and thei
         --test-files data/squad_sentences/test.jsonl --out outputs/seed_sweep -- --trainer.accelerator gpu
 
 Arguments after `--` go to every `rerag fit` and `rerag test`. The seeds share the config's teacher
-cache (`model.teacher_cache_dir`, keyed by what decides it): one that runs alone first builds it for
+cache (`model.teacher.cache_dir`, keyed by what decides it): one that runs alone first builds it for
 the rest, while seeds started together each build a missing one. `--deadline` bounds the whole sweep in
 seconds: a step still running then is stopped, and the table holds what finished; `OUT/status.json`
 says where each seed stands while it runs (for a machine reached by short calls, start the sweep

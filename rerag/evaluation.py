@@ -4,15 +4,58 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import torch
 from torchmetrics import MeanMetric, MetricCollection
 
 from erag.answers import exact_match, token_f1
 from rerag.data.datamodule import first_contexts, first_rows
 from rerag.decoding import marginalize_answers, top_k_per_question
+from rerag.defaults import TEST_TOP_K, VAL_TOP_K
 from rerag.metrics import first_hit_rank, recall_at_k
-from rerag.models.estimator import RelevanceEstimator, pool_windows
+from rerag.models.estimator import RelevanceEstimator, WindowPooling, pool_windows
 from rerag.models.generator import Generator
+
+
+@dataclass(frozen=True)
+class EvaluationSpec:
+    """How a fit evaluates and predicts (`model.evaluation`). These settings shape evaluation, not the
+    weights: with --ckpt_path a config's and a command line's values hold over the checkpoint's.
+
+    Args:
+        val_top_k: contexts the RE keeps for dev answers (paper 10); at least 1.
+        test_top_k: contexts the RE (and the retriever baseline) keeps for test and predicted answers
+            (paper 25); at least 1.
+        num_beams: beams per context when generating (1: greedy); at least 1.
+        score_batch_size: rows per forward pass without gradients: the RE's at evaluation, the teacher's
+            when it builds its cache; at least 1.
+        recall_ks: Recall@k cut-offs logged at evaluation.
+        eval_depths: also rerank only the retriever's first d contexts (metrics <stage>/top<d>/...).
+        window_pooling: where data.init_args.eval_context_words cuts dev/test passages into windows, a
+            passage's s from its windows': max (MaxP), mean, or first (FirstP); `rerag export` keeps it.
+    """
+
+    val_top_k: int = VAL_TOP_K
+    test_top_k: int = TEST_TOP_K
+    num_beams: int = 1
+    score_batch_size: int = 128
+    recall_ks: list[int] = field(default_factory=lambda: [1, 5, 10, 20])
+    eval_depths: list[int] = field(default_factory=list)
+    window_pooling: WindowPooling = "max"
+
+    def check(self) -> None:
+        """A setting out of its range, named (`model.evaluation.<field>`)."""
+        for name in ("val_top_k", "test_top_k", "num_beams", "score_batch_size"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"model.evaluation.{name}: must be at least 1, got {getattr(self, name)}")
+
+    def top_k(self, stage: str) -> int:
+        """The contexts the RE keeps for a stage's answers: val_top_k for val, test_top_k otherwise."""
+        return self.val_top_k if stage == "val" else self.test_top_k
+
+
+torch.serialization.add_safe_globals([EvaluationSpec])  # checkpoints' hyperparameters hold it
 
 #: Per-question answer scores of a result: EM and F1 of RE-RAG's answer and of the retriever-order one.
 ANSWER_SCORES = ("em", "f1", "em_retriever_order", "f1_retriever_order")
@@ -49,16 +92,13 @@ class Evaluator:
     reads of one batch, and kept by the module from one validation to the next while the generator
     cannot change."""
 
-    def __init__(
-        self,
-        estimator: RelevanceEstimator,
-        generator: Generator,
-        score_batch_size: int,
-        num_beams: int,
-        eval_depths: list[int],
-    ):
+    def __init__(self, estimator: RelevanceEstimator, generator: Generator, spec: EvaluationSpec):
         self.estimator, self.generator = estimator, generator
-        self.score_batch_size, self.num_beams, self.eval_depths = score_batch_size, num_beams, eval_depths
+        self.score_batch_size, self.num_beams, self.eval_depths = (
+            spec.score_batch_size,
+            spec.num_beams,
+            spec.eval_depths,
+        )
         self.scoring: RelevanceEstimator | None = None
         self.generated: dict[tuple[int, ...], tuple[str, float]] = {}
 

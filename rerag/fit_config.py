@@ -5,6 +5,7 @@ predict`, and `build_fit`, the same parse without running, for code that drives 
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import warnings
 from pathlib import Path
@@ -15,21 +16,15 @@ import yaml
 from lightning.pytorch.cli import LightningCLI
 from lightning.pytorch.utilities import rank_zero_info
 
-from rerag.assembly import generator_spec
+from rerag.assembly import AssemblySpec, generator_spec
 from rerag.callbacks import ProgressLines, ValidationSchedule, tested_step
 from rerag.data.datamodule import RERAGDataModule
+from rerag.evaluation import EvaluationSpec
+from rerag.inputs import InputSpec
+from rerag.losses import LossSpec
+from rerag.models.loading import ModelSpec
 from rerag.module import RERAGModule, check_checkpoint_version
-
-#: Model settings the datamodule shares: it tokenizes with the models' own tokenizers and input settings.
-LINKED = (
-    "re_tokenizer",
-    "generator_tokenizer",
-    "re_template",
-    "re_max_length",
-    "generator_template",
-    "generator_max_length",
-    "max_answer_length",
-)
+from rerag.optimization import OptimizerSpec
 
 
 def _trusts_remote_code(spec) -> bool:
@@ -51,6 +46,23 @@ REMOVED_SETTINGS = {
     "model.objective": "model.stages: [{train: estimator, re_learns_from: labels}] for pointwise",
     "data.init_args.skip_short_train_contexts": "nothing (a dropped setting, docs/research.md)",
 }
+
+#: The flat model settings rerag 0.2 gathered into typed groups, and the group field that holds each now.
+MOVED_SETTINGS = {
+    **{f.name: f"inputs.{f.name}" for f in dataclasses.fields(InputSpec)},
+    **{f.name: f"loss.{f.name}" for f in dataclasses.fields(LossSpec) if f.name != "normalized"},
+    "normalize_re": "loss.normalized",
+    **{f.name: f"optimizer.{f.name}" for f in dataclasses.fields(OptimizerSpec) if f.name != "clip_per_model"},
+    "gradient_clip_per_model": "optimizer.clip_per_model",
+    **{f.name: f"assembly.{f.name}" for f in dataclasses.fields(AssemblySpec)},
+    "teacher_cache_dir": "teacher.cache_dir",
+    **{f"teacher_{name}": f"teacher.{name}" for name in ("tokenizer", "template", "question_template")},
+    **{f.name: f"evaluation.{f.name}" for f in dataclasses.fields(EvaluationSpec)},
+}
+REMOVED_SETTINGS |= {f"model.{old}": f"model.{new}" for old, new in MOVED_SETTINGS.items()}
+# the datamodule reads model.inputs, linked; model.teacher was the other LM's spec, now its group's `model`
+REMOVED_SETTINGS |= {f"model.teacher.{f.name}": f"model.teacher.model.{f.name}" for f in dataclasses.fields(ModelSpec)}
+REMOVED_SETTINGS |= {f"data.init_args.{f.name}": f"model.inputs.{f.name}" for f in dataclasses.fields(InputSpec)}
 
 
 def check_removed_settings(args: list[str]) -> None:
@@ -81,12 +93,12 @@ class RERAGCLI(LightningCLI):
         super().parse_arguments(parser, args)
 
     def add_arguments_to_parser(self, parser) -> None:
-        for name in LINKED:
-            parser.link_arguments(f"model.{name}", f"data.init_args.{name}")
-        # The datamodule loads the same tokenizers as the models, so with the same trust in their code.
+        # The datamodule tokenizes with the models' tokenizers and text settings, declared once, and
+        # loads those tokenizers with the same trust in their code.
+        parser.link_arguments("model.inputs", "data.init_args.inputs")
         parser.link_arguments("model.estimator", "data.init_args.re_trust_remote_code", _trusts_remote_code)
         parser.link_arguments(
-            ("model.shared_base", "model.estimator", "model.generator"),
+            ("model.assembly.shared_base", "model.estimator", "model.generator"),
             "data.init_args.generator_trust_remote_code",
             lambda *specs: _trusts_remote_code(generator_spec(*specs)),
         )
@@ -117,7 +129,7 @@ class RERAGCLI(LightningCLI):
     def _parse_ckpt_path(self) -> None:
         # LightningCLI replaces the model's settings with a --ckpt_path checkpoint's hyperparameters,
         # those the config or the command line set too. The settings that only shape evaluation are
-        # taken back from the config and command line (`rerag test --model.test_top_k 3` tests with 3);
+        # taken back from the config and command line (`rerag test --model.evaluation.test_top_k 3` tests with 3);
         # each other one replaced is named, rather than ignored silently.
         subcommand = self.config.get("subcommand")
         if not subcommand or not self.config[subcommand].get("ckpt_path"):
@@ -127,9 +139,11 @@ class RERAGCLI(LightningCLI):
         asked = self.config[subcommand].model.as_dict()
         super()._parse_ckpt_path()
         replaced = replaced_settings(asked, self.config[subcommand].model.as_dict())
-        if kept := {k: asked[k] for k in replaced if k in EVALUATION_SETTINGS}:
-            self.config = self.parser.parse_object({subcommand: {"model": kept}}, self.config)
-        if replaced := {k: v for k, v in replaced.items() if k not in kept}:
+        if any(k.startswith("evaluation.") for k in replaced):  # model.evaluation shapes evaluation only
+            self.config = self.parser.parse_object(
+                {subcommand: {"model": {"evaluation": asked["evaluation"]}}}, self.config
+            )
+        if replaced := {k: v for k, v in replaced.items() if not k.startswith("evaluation.")}:
             listed = "; ".join(f"model.{k}: {v!r} -> {r!r}" for k, (v, r) in replaced.items())
             warnings.warn(
                 f"--ckpt_path: the checkpoint's hyperparameters replace these settings of the config and "
@@ -155,24 +169,20 @@ class RERAGCLI(LightningCLI):
         rank_zero_info(f"test_after_fit: tested the weights of optimizer step {step} ({path or 'final, in memory'})")
 
 
-#: Model settings that shape evaluation, not the weights: with --ckpt_path the config's and command
-#: line's values hold over the checkpoint's.
-EVALUATION_SETTINGS = (
-    "val_top_k",
-    "test_top_k",
-    "num_beams",
-    "score_batch_size",
-    "recall_ks",
-    "eval_depths",
-    "window_pooling",
-    "kernel_backend",
-)
-
-
 def replaced_settings(asked: dict, restored: dict) -> dict[str, tuple]:
     """The model settings whose value in `asked` (the config and command line) differs from
-    `restored` (after a checkpoint's hyperparameters were applied): field -> (asked, restored)."""
-    return {k: (v, restored[k]) for k, v in asked.items() if k in restored and restored[k] != v}
+    `restored` (after a checkpoint's hyperparameters were applied), by dotted key within a group:
+    `loss.alpha_re` -> (asked, restored). A group set on one side and null on the other (`teacher`,
+    `assembly.estimator_lora`) is named whole."""
+    replaced = {}
+    for key, value in asked.items():
+        if key not in restored:
+            continue
+        if isinstance(value, dict) and isinstance(restored[key], dict):
+            replaced |= {f"{key}.{k}": pair for k, pair in replaced_settings(value, restored[key]).items()}
+        elif restored[key] != value:
+            replaced[key] = (value, restored[key])
+    return replaced
 
 
 #: The data files each subcommand reads; a missing one stops it before any model is loaded.
@@ -219,8 +229,12 @@ def float32_where_bf16_is_emulated(config, cpuinfo: str | Path = "/proc/cpuinfo"
         return
     trainer.precision = "32-true"
     changed = [f"trainer.precision {precision} -> 32-true"]
-    for field in ("estimator", "generator", "teacher"):
-        spec = config.model.get(field)
+    teacher = config.model.get("teacher")
+    for field, spec in (
+        ("estimator", config.model.get("estimator")),
+        ("generator", config.model.get("generator")),
+        ("teacher.model", teacher.get("model") if teacher is not None else None),
+    ):
         spec = getattr(spec, "init_args", spec)
         if spec is not None and str(spec.get("dtype")) in ("bfloat16", "float16"):
             changed.append(f"model.{field}.dtype {spec.dtype} -> null")

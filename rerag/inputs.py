@@ -2,12 +2,57 @@
 
 A context is a passage string or a FiD context dict (`{"title", "text", ...}`). Templates are
 filled with `{question}`, `{title}`, `{text}` and `{context}` (the title, a newline, the text);
-fields a template lacks are ignored. Both the data room and the models room import this.
+fields a template lacks are ignored. `InputSpec` holds the settings of that text which the models
+and the datamodule share. Both the data room and the models room import this.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+import torch
+
+from rerag.prompts import DEFAULT_TEMPLATE
+
 Context = str | dict
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    """The text each model reads and writes: declared once, read by the models (`model.inputs`) and by
+    the datamodule, which tokenizes with the same tokenizers and settings (the CLI links
+    `data.init_args.inputs` to it).
+
+    Args:
+        re_tokenizer: the RE's tokenizer name or folder.
+        generator_tokenizer: the generator's tokenizer name or folder.
+        re_template: the RE's input text, filled with {question}, {title}, {text}, {context}.
+        re_max_length: RE input tokens (the passage is cut, never the template).
+        generator_template: the generator's input text (the same fields).
+        generator_max_length: generator input tokens.
+        max_answer_length: answer tokens, the EOS included (labels and generation).
+        true_word: the RE's positive label word; one token at the first answer position.
+        false_word: the RE's negative label word; one token there.
+    """
+
+    re_tokenizer: str = "t5-base"
+    generator_tokenizer: str = "t5-base"
+    re_template: str = DEFAULT_TEMPLATE
+    re_max_length: int = 256
+    generator_template: str = DEFAULT_TEMPLATE
+    generator_max_length: int = 256
+    max_answer_length: int = 16
+    true_word: str = "true"
+    false_word: str = "false"
+
+    def check(self) -> None:
+        """A setting out of its range, named (`model.inputs.<field>`)."""
+        for field in ("re_max_length", "generator_max_length", "max_answer_length"):
+            if getattr(self, field) < 1:
+                raise ValueError(f"model.inputs.{field}: must be at least 1, got {getattr(self, field)}")
+
+
+torch.serialization.add_safe_globals([InputSpec])  # checkpoints' hyperparameters hold it
 
 
 def passage_text(context: Context) -> str:

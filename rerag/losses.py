@@ -11,10 +11,51 @@ Inputs per question i and context j:
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Literal
 
 import torch
 import torch.nn.functional as F
+
+
+@dataclass(frozen=True)
+class LossSpec:
+    """The weights and variants of `rerag_loss` (eq. 12) a fit trains with (`model.loss`).
+
+    Args:
+        alpha_re: weight a1 of L_re, the KL between the generator's Q_G and P_RE (eq. 10); at least 0.
+        alpha_tok: weight a2 of L_tok, the RE's off-label mass (eq. 11); at least 0.
+        alpha_anchor: weight of BCE(sigmoid(s), has_answer), not in the paper (0: off); at least 0.
+        kl_direction: generator_to_re = KL(Q_G || P_RE) (released code) or re_to_generator (eq. 10 as printed).
+        teacher_temperature: Q_G = softmax_j(F / T) in L_re (1: eq. 9; above 1 softens the teacher, not in
+            the paper); L_gen keeps F. Positive.
+        normalized: eq. 3's log-odds (true) or s = log p_true (Table 7's ablation).
+        gen_reduction: L_gen's reduction over a batch's questions: mean, or sum as the released code does.
+        re_clamp: clamp RE_ij to [eps, 1 - eps] before the log-odds, as the released code does with 1e-5
+            (None: off); in (0, 0.5).
+    """
+
+    alpha_re: float = 1.0
+    alpha_tok: float = 1.0
+    alpha_anchor: float = 0.0
+    kl_direction: Literal["generator_to_re", "re_to_generator"] = "generator_to_re"
+    teacher_temperature: float = 1.0
+    normalized: bool = True
+    gen_reduction: Literal["mean", "sum"] = "mean"
+    re_clamp: float | None = None
+
+    def check(self) -> None:
+        """A setting out of its range, named (`model.loss.<field>`)."""
+        for field in ("alpha_re", "alpha_tok", "alpha_anchor"):
+            if getattr(self, field) < 0:
+                raise ValueError(f"model.loss.{field}: must be at least 0, got {getattr(self, field)}")
+        if not self.teacher_temperature > 0:
+            raise ValueError(f"model.loss.teacher_temperature: must be positive, got {self.teacher_temperature}")
+        if self.re_clamp is not None and not 0 < self.re_clamp < 0.5:
+            raise ValueError(f"model.loss.re_clamp: must be in (0, 0.5) or null, got {self.re_clamp}")
+
+
+torch.serialization.add_safe_globals([LossSpec])  # checkpoints' hyperparameters hold it
 
 
 def marginal_nll(

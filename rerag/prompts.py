@@ -11,3 +11,7 @@ DEFAULT_TEMPLATE = "question: {question} title: {title} context: {text}"
 
 #: A closed-book reader's input: the question alone (`rerag.infer.readers.ClosedBookReader`).
 CLOSED_BOOK_TEMPLATE = "Answer the question with a short phrase.\n\nQuestion: {question}"
+
+#: UPR's instruction (Sachan et al., 2022): a zero-shot LM reads a passage, then scores the question
+#: (`rerag.infer.upr`).
+UPR_TEMPLATE = "Passage: {text}\nPlease write a question based on this passage."

@@ -35,8 +35,8 @@ class Stage:
         steps: optimizer steps this stage runs; None (the last stage's, and only its): until the fit ends.
         train: the models that train: both (eq. 12), estimator (the RE alone) or generator (the generator alone).
         re_learns_from: what the RE's losses (eq. 7-11) read F_ij from: generator (the live generator, eq. 8),
-            teacher (the frozen teacher: the generator as the fit began, or model.teacher; read from the
-            teacher cache with model.teacher_cache_dir), or labels (each context's has_answer, the pointwise
+            teacher (the frozen teacher: the generator as the fit began, or model.teacher.model; read from
+            the teacher cache with model.teacher), or labels (each context's has_answer, the pointwise
             MonoT5 baseline; the generator never runs).
         marginalize_with: what L_gen (eq. 7) weights contexts with: re (the RE's softmax) or retriever
             (softmax of the retriever's scores: RAG without the RE, Table 6's baseline; the RE never runs).

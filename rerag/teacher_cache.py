@@ -28,6 +28,7 @@ import json
 import os
 import time
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -43,6 +44,42 @@ CACHE_VERSION = 2  # 2: the question's part kept on its own (`TeacherScores.ques
 
 #: Question tokens the teacher scores with a question template (EOS included; SQuAD's longest fit in ~60).
 MAX_QUESTION_TOKENS = 64
+
+
+@dataclass(frozen=True)
+class TeacherSpec:
+    """The frozen teacher a stage with `re_learns_from: teacher` distils, read through its cache
+    (`model.teacher`; null: no cache, and no such stage reads a cache).
+
+    Args:
+        cache_dir: the folder of the teacher's F_ij of every training pair the fit's epochs draw, computed
+            once and kept, keyed by the teacher, the data file, the prompt, the contexts and the epochs.
+        model: any Hugging Face LM as the teacher (None: the frozen generator).
+        tokenizer: the teacher's tokenizer (None: the model's name_or_path).
+        template: the teacher's input text (None: model.inputs.generator_template).
+        question_template: a passage without the question, after which the teacher scores the question:
+            F_ij = log P_T(a_i | q_i, c_j) + log P_T(q_i | c_j) (None: the answer alone, eq. 8); a later
+            stage that learns from the live generator adds the cached log P_T(q_i | c_j) to its F.
+    """
+
+    cache_dir: str
+    model: ModelSpec | None = None
+    tokenizer: str | None = None
+    template: str | None = None
+    question_template: str | None = None
+
+    def check(self) -> None:
+        """A setting that cannot work, named (`model.teacher.<field>`)."""
+        if self.model is not None:
+            self.model.check("model.teacher.model")
+        if self.question_template is not None and "{question}" in self.question_template:
+            raise ValueError(
+                f"model.teacher.question_template: {self.question_template!r} holds {{question}}: the teacher "
+                "reads the passage alone and then scores the question"
+            )
+
+
+torch.serialization.add_safe_globals([TeacherSpec])  # checkpoints' hyperparameters hold it
 
 
 def pair_key(question: str, answer: str, context: dict) -> str:

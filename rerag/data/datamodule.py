@@ -22,8 +22,7 @@ from erag.answers import has_answer
 from erag.lm import encode_answers, encode_prompts, load_tokenizer
 from rerag.data.dataset import load_fid_dataset
 from rerag.defaults import EVAL_CONTEXTS, TRAIN_CONTEXTS
-from rerag.inputs import format_pairs, window_rows
-from rerag.prompts import DEFAULT_TEMPLATE
+from rerag.inputs import InputSpec, format_pairs, window_rows
 
 
 def sample_deep_contexts(
@@ -176,15 +175,9 @@ class RERAGDataModule(L.LightningDataModule):
         val_file: str | None = None,
         test_file: str | None = None,
         predict_file: str | None = None,
-        re_tokenizer: str = "t5-base",
-        generator_tokenizer: str = "t5-base",
+        inputs: InputSpec = InputSpec(),
         re_trust_remote_code: bool = False,
         generator_trust_remote_code: bool = False,
-        re_template: str = DEFAULT_TEMPLATE,
-        generator_template: str = DEFAULT_TEMPLATE,
-        re_max_length: int = 256,
-        generator_max_length: int = 256,
-        max_answer_length: int = 16,
         n_train_contexts: int = TRAIN_CONTEXTS,
         n_deep_contexts: int = 0,
         deep_context_depth: int | None = None,
@@ -206,17 +199,12 @@ class RERAGDataModule(L.LightningDataModule):
             val_file: FiD file for validation (top-100 contexts).
             test_file: FiD file for testing (top-100 contexts).
             predict_file: FiD file of questions for `rerag predict` (answers optional).
-            re_tokenizer: the RE's tokenizer (linked from model.re_tokenizer by the CLI).
-            generator_tokenizer: the generator's tokenizer (linked from the model).
+            inputs: the models' text settings: tokenizers, templates, lengths (linked from model.inputs by
+                the CLI, so declared once).
             re_trust_remote_code: load the RE's tokenizer with its folder's code (linked from
                 model.estimator.trust_remote_code).
             generator_trust_remote_code: the same for the generator's tokenizer (linked from the spec the
                 generator is built from: model.estimator with shared_base, else model.generator).
-            re_template: the RE's input text (linked from the model).
-            generator_template: the generator's input text (linked from the model).
-            re_max_length: RE input tokens (linked from the model).
-            generator_max_length: generator input tokens (linked from the model).
-            max_answer_length: answer tokens (linked from the model).
             n_train_contexts: the retriever's top contexts per training question (paper 20); at least 1.
             n_deep_contexts: plus this many drawn from ranks n_train_contexts..deep_context_depth; at least 0.
             deep_context_depth: how deep the deep contexts are drawn from (None: every rank a record holds).
@@ -254,14 +242,15 @@ class RERAGDataModule(L.LightningDataModule):
                 raise ValueError(f"data.init_args.{field}: must be at least {minimum}, got {value}")
         if train_windows_keep_answer and train_context_words is None:
             raise ValueError("data.init_args.train_windows_keep_answer: needs train_context_words (the window)")
+        self.inputs = inputs
         self.train_file, self.val_file, self.test_file = train_file, val_file, test_file
         self.predict_file = predict_file
         self._splits: dict[str, _Questions] = {}
 
     def setup(self, stage: str) -> None:
-        hp = self.hparams
-        self.re_tok = load_tokenizer(hp.re_tokenizer, hp.re_trust_remote_code)
-        self.gen_tok = load_tokenizer(hp.generator_tokenizer, hp.generator_trust_remote_code)
+        hp, inputs = self.hparams, self.inputs
+        self.re_tok = load_tokenizer(inputs.re_tokenizer, hp.re_trust_remote_code)
+        self.gen_tok = load_tokenizer(inputs.generator_tokenizer, hp.generator_trust_remote_code)
         stage = str(getattr(stage, "value", stage))
         wanted = {"fit": ["train", "val"], "validate": ["val"], "test": ["test"], "predict": ["predict"]}[stage]
         for split in wanted:
@@ -328,7 +317,7 @@ class RERAGDataModule(L.LightningDataModule):
     def _collate(self, records: list[dict], k: int) -> dict:
         """A batch; `gold` (the context holds the question's own answer span) only when every
         context of the batch says (SQuAD-built files do; retrieval-only data does not)."""
-        hp = self.hparams
+        hp, inputs = self.hparams, self.inputs
         ctxs = [r["ctxs"][:k] for r in records]
         questions = [r["question"] for r, cs in zip(records, ctxs) for _ in cs]
         flat = [c for cs in ctxs for c in cs]
@@ -348,11 +337,13 @@ class RERAGDataModule(L.LightningDataModule):
             "targets": [r["target"] for r in records],
             "contexts": ctxs,
             "n_contexts": torch.tensor([len(cs) for cs in ctxs]),
-            "re": encode_prompts(self.re_tok, format_pairs(hp.re_template, re_questions, re_flat), hp.re_max_length),
-            "gen": encode_prompts(
-                self.gen_tok, format_pairs(hp.generator_template, questions, flat), hp.generator_max_length
+            "re": encode_prompts(
+                self.re_tok, format_pairs(inputs.re_template, re_questions, re_flat), inputs.re_max_length
             ),
-            "labels": encode_answers(self.gen_tok, [r["target"] for r in records], hp.max_answer_length),
+            "gen": encode_prompts(
+                self.gen_tok, format_pairs(inputs.generator_template, questions, flat), inputs.generator_max_length
+            ),
+            "labels": encode_answers(self.gen_tok, [r["target"] for r in records], inputs.max_answer_length),
             "retriever_scores": torch.tensor([c["score"] for c in flat], dtype=torch.float32),
             "has_answer": torch.tensor([c["has_answer"] for c in flat], dtype=torch.bool),
         } | extra

@@ -3,7 +3,8 @@
 Input: the per-question JSONL that `MetricsWriter(results=...)` writes at the end of `rerag test`,
 one file per run (e.g. the untrained models, then the trained ones). Each run gives one system:
 the RE's order and RE-RAG's answers; `retriever` adds the retriever's order with the named run's
-generator reading the retriever's top-k (its `answer_retriever_order`).
+generator reading the retriever's top-k (its `answer_retriever_order`). A rival's rows (`rerag
+score-rival`: UPR, a dense encoder) rank the same passages without answering: they give Recall@k only.
 
 Every figure is a mean over questions: Recall@k by `gold` and by `has_answer` (the first relevant
 rank <= k), EM and token F1. Each comes with a 95% percentile bootstrap interval (questions
@@ -24,7 +25,7 @@ from scipy.stats import bootstrap
 from rerag.metrics import hits_at_k
 
 RETRIEVER = "retriever"
-FIELDS = ("first_hit", "em", "f1")  # what every run's rows need
+FIELDS = ("first_hit",)  # what every run's rows need; EM and F1 where a run reads (a rival only ranks)
 RETRIEVER_FIELDS = (*FIELDS, "em_retriever_order", "f1_retriever_order")  # and the run named by `retriever`
 
 
@@ -58,8 +59,9 @@ def figures(rows: list[dict], order: str, answer: str, ks: list[int]) -> dict[st
             for k in ks:
                 out[f"{relevant} R@{k}"] = hits_at_k(ranks, k)
     suffix = "_retriever_order" if answer == "answer_retriever_order" else ""
-    out["EM"] = np.array([r[f"em{suffix}"] for r in rows], dtype=np.float64)
-    out["F1"] = np.array([r[f"f1{suffix}"] for r in rows], dtype=np.float64)
+    if all(f"em{suffix}" in r for r in rows):  # a rival's rows (`rerag score-rival`) rank without answering
+        out["EM"] = np.array([r[f"em{suffix}"] for r in rows], dtype=np.float64)
+        out["F1"] = np.array([r[f"f1{suffix}"] for r in rows], dtype=np.float64)
     return out
 
 

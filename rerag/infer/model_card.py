@@ -14,19 +14,19 @@ import yaml
 from rerag.infer.serving import t5_ranker_arguments
 from rerag.models.estimator import RelevanceEstimator
 
-#: Settings of the run worth a reader's eye, in this order, when the checkpoint has them.
+#: Settings of the run worth a reader's eye (`model.` keys), in this order, when the checkpoint has them.
 TRAINING_FIELDS = (
-    "alpha_re",
-    "alpha_tok",
-    "alpha_anchor",
-    "kl_direction",
-    "lr",
-    "estimator_lr",
-    "weight_decay",
+    "loss.alpha_re",
+    "loss.alpha_tok",
+    "loss.alpha_anchor",
+    "loss.kl_direction",
+    "optimizer.lr",
+    "optimizer.estimator_lr",
+    "optimizer.weight_decay",
     "stages",
     "teacher",
-    "estimator_lora",
-    "window_pooling",
+    "assembly.estimator_lora",
+    "evaluation.window_pooling",
 )
 DATA_FIELDS = (
     "train_file",
@@ -37,6 +37,13 @@ DATA_FIELDS = (
     "train_context_words",
     "eval_context_words",
 )
+
+
+def _setting(settings: Any, key: str) -> Any:
+    """A dotted key (`loss.alpha_re`) of a run's settings: mappings and typed groups (dataclasses) alike."""
+    for part in key.split("."):
+        settings = settings.get(part) if isinstance(settings, dict) else getattr(settings, part, None)
+    return settings
 
 
 def _usage_transformers(estimator: RelevanceEstimator) -> str:
@@ -187,7 +194,7 @@ def estimator_card(
         f"| chat template | {'yes: the prompt is one user message' if estimator.tokenizer.chat_template else 'no'} |",
         "",
     ]
-    shown = [(k, (training or {}).get(k)) for k in TRAINING_FIELDS] + [(k, (data or {}).get(k)) for k in DATA_FIELDS]
+    shown = [(k, _setting(training, k)) for k in TRAINING_FIELDS] + [(k, (data or {}).get(k)) for k in DATA_FIELDS]
     shown = [(k, v) for k, v in shown if v is not None]
     if shown:
         lines += ["## Training", "", "| setting | value |", "|---|---|"]

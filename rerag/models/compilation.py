@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 import torch
 from torch import nn
 
-#: `model.compile` / `--compile`: false or null = eager, true = torch.compile's defaults, a dict =
+#: `model.assembly.compile` / `--compile`: false or null = eager, true = torch.compile's defaults, a dict =
 #: torch.compile's keyword arguments (e.g. {mode: max-autotune, dynamic: true, backend: inductor}).
 CompileSetting = bool | dict[str, Any] | None
 

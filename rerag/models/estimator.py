@@ -117,7 +117,7 @@ class RelevanceEstimator(nn.Module):
         generator (`erag.lm.adapter_scope`); None: the model as it is. `context_words`: `score`
         gives each passage an s from its windows of this many words, pooled by `window_pooling`
         (`pool_windows`; `rerag export` sets the run's `data.init_args.eval_context_words` and
-        `model.window_pooling`); None: whole passages."""
+        `model.evaluation.window_pooling`); None: whole passages."""
         super().__init__()
         if context_words is not None and context_words < 2:
             raise ValueError(f"context_words: must be at least 2 (or None: whole passages), got {context_words}")

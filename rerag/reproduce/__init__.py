@@ -204,7 +204,7 @@ def document(index: dict, out: str, calls: list[dict] = ()) -> str:
         "- The world is the demo's synthetic one (`configs/demo.yaml`) unless `--fit_config` says otherwise: "
         "absolute numbers are not comparable with the papers', the comparisons inside a table are. The main "
         "model trains as that config does, with its departures from the paper (a relevance-pretrained RE, "
-        "contexts drawn from deep ranks, the has-answer anchor `model.alpha_anchor`; docs/demo.md). The "
+        "contexts drawn from deep ranks, the has-answer anchor `model.loss.alpha_anchor`; docs/demo.md). The "
         "ablations and baselines of RE-RAG Tables 2, 3, 6, 7, 8 and Figure 2 train from the paper-faithful "
         "reference instead (`configs/paper_reference.yaml` over the config: the released code's losses, "
         "no anchor, an RE not relevance-pretrained, the paper's training contexts) and differ from it in "

@@ -468,7 +468,7 @@ def table7(ws: Workspace) -> Result:
     from rerag.infer.export import load_checkpoint
 
     means, per_context = {}, {}
-    runs = {"RE-RAG": _ablation(ws), "- normalization": _ablation(ws, validate=False, normalize_re=False)}
+    runs = {"RE-RAG": _ablation(ws), "- normalization": _ablation(ws, validate=False, **{"loss.normalized": False})}
     for name, run in runs.items():
         estimator = load_checkpoint(run["checkpoint"])[0]
         p_true, re = [], []
@@ -565,7 +565,7 @@ def table8(ws: Workspace) -> Result:
     predict-file`), per question for the paired interval."""
     from erag.answers import exact_match
 
-    runs = {"RE-RAG": _ablation(ws), "without L_re": _ablation(ws, alpha_re=0.0)}
+    runs = {"RE-RAG": _ablation(ws), "without L_re": _ablation(ws, **{"loss.alpha_re": 0.0})}
     em = {name: 100 * run["val"]["val/em"] for name, run in runs.items()}
     right = {
         name: [

@@ -39,15 +39,15 @@ def write_config(path: Path, world: Path, tokenizer: str) -> Path:
                 },
                 "model": {
                     "estimator": {"config": TINY_LLAMA},
-                    "re_tokenizer": tokenizer,
-                    "generator_tokenizer": tokenizer,
-                    "re_max_length": 96,
-                    "generator_max_length": 96,
-                    "max_answer_length": 8,
-                    "shared_base": True,
-                    "estimator_lora": lora,
-                    "generator_lora": lora,
-                    "lr": 0.01,
+                    "inputs": {
+                        "re_tokenizer": tokenizer,
+                        "generator_tokenizer": tokenizer,
+                        "re_max_length": 96,
+                        "generator_max_length": 96,
+                        "max_answer_length": 8,
+                    },
+                    "assembly": {"shared_base": True, "estimator_lora": lora, "generator_lora": lora},
+                    "optimizer": {"lr": 0.01},
                 },
                 "data": {
                     "class_path": "rerag.data.datamodule.RERAGDataModule",
@@ -159,15 +159,16 @@ def test_saved_checkpoint_holds_the_trained_re_and_the_joint_runs_generator(tmp_
 
     config = write_config(tmp_path / "tiny.yaml", world_dir, chat_tokenizer_dir)
     joint = joint_checkpoint(config, tmp_path / "fit.ckpt")
-    module = frozen(config, tmp_path / "cache", "--model.estimator_lora.r", "8")  # an RE of another shape
+    module = frozen(config, tmp_path / "cache", "--model.assembly.estimator_lora.r", "8")  # an RE of another shape
     with torch.no_grad():
         for p in estimator_parameters(module.estimator):
             p.add_(0.25)  # "trained" here
     re_alone.save_with_estimator(module, tmp_path / "fit.ckpt", tmp_path / "out" / "re_alone.ckpt")
     saved = torch.load(tmp_path / "out" / "re_alone.ckpt", weights_only=False)
-    assert "optimizer_states" not in saved and saved["hyper_parameters"]["estimator_lora"]["r"] == 8
-    joint_stages = saved["hyper_parameters"]["stages"] or JOINT  # null: the paper's joint training
-    assert any("generator" in stage.models for stage in joint_stages) and saved["hyper_parameters"]["generator_lora"]
+    saved_settings = saved["hyper_parameters"]
+    assert "optimizer_states" not in saved and saved_settings["assembly"]["estimator_lora"]["r"] == 8
+    joint_stages = saved_settings["stages"] or JOINT  # null: the paper's joint training
+    assert any("generator" in stage.models for stage in joint_stages) and saved_settings["assembly"]["generator_lora"]
     estimator, generator = load_checkpoint(tmp_path / "out" / "re_alone.ckpt")  # as rerag export and test read it
     rebuilt = estimator.model.state_dict()
     for key, value in module.estimator.model.state_dict().items():
@@ -180,7 +181,7 @@ def test_saved_checkpoint_holds_the_trained_re_and_the_joint_runs_generator(tmp_
         assert torch.equal(saved["state_dict"][key], joint_state[key]), key
 
     # --resume: a fresh module of the same shape starts from the saved RE
-    fresh = frozen(config, tmp_path / "cache", "--model.estimator_lora.r", "8")
+    fresh = frozen(config, tmp_path / "cache", "--model.assembly.estimator_lora.r", "8")
     assert re_alone.load_estimator(fresh, tmp_path / "out" / "re_alone.ckpt") > 0
     for key, value in module.state_dict().items():
         assert torch.equal(fresh.state_dict()[key], value), key

@@ -42,7 +42,7 @@ def test_a_seeds_config_moves_every_output_and_keeps_the_shared_cache(name, tmp_
     paths = [trainer["default_root_dir"], trainer["logger"]["init_args"]["save_dir"]]
     paths += [v for c in trainer["callbacks"] for k, v in c["init_args"].items() if k in ("dirpath", "path", "results")]
     assert len(paths) == 6 and all(p.startswith(str(tmp_path / "seed3")) for p in paths)
-    assert config["model"]["teacher_cache_dir"] == "outputs/teacher_cache"  # every seed reads one cache
+    assert config["model"]["teacher"]["cache_dir"] == "outputs/teacher_cache"  # every seed reads one cache
     assert seed_sweep.kept_checkpoint(config).parent == tmp_path / "seed3" / "checkpoints"
     assert seed_sweep.written_results(config) == tmp_path / "seed3" / "test_results.jsonl"
 

@@ -5,6 +5,7 @@ import sys
 from pathlib import Path
 
 from tests.rerag.conftest import (  # noqa: F401 (fixtures)
+    causal_inputs,
     causal_module_kwargs,
     chat_tokenizer_dir,
     tokenizer_dir,

@@ -9,6 +9,8 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 from rerag.data.datamodule import RERAGDataModule
 from rerag.demo.tokenizer import train_tokenizer
 from rerag.demo.world import WorldConfig, build_world, write_world
+from rerag.evaluation import EvaluationSpec
+from rerag.inputs import InputSpec
 from rerag.models.loading import ModelSpec
 
 TINY_T5 = dict(
@@ -76,61 +78,66 @@ def chat_tokenizer_dir(tokenizer_dir, tmp_path_factory):
     return str(out)
 
 
+#: How the tests' modules evaluate: a short top-k and Recall@k within the tiny world's 12 contexts.
+TINY_EVALUATION = EvaluationSpec(val_top_k=3, test_top_k=3, recall_ks=[1, 5])
+
+
+def tiny_inputs(tokenizer: str, max_length: int = 64) -> InputSpec:
+    """The text settings of the tests' models and datamodules: one tokenizer for both, short inputs."""
+    return InputSpec(
+        re_tokenizer=tokenizer,
+        generator_tokenizer=tokenizer,
+        re_max_length=max_length,
+        generator_max_length=max_length,
+        max_answer_length=8,
+    )
+
+
 @pytest.fixture
-def causal_module_kwargs(chat_tokenizer_dir):
+def inputs(tokenizer_dir):
+    """The T5 tests' `InputSpec`, declared once: `module_kwargs` and `data_kwargs` both hold it."""
+    return tiny_inputs(tokenizer_dir)
+
+
+@pytest.fixture
+def causal_inputs(chat_tokenizer_dir):
+    """The causal tests' `InputSpec`: `causal_module_kwargs` and `causal_data_kwargs` both hold it."""
+    return tiny_inputs(chat_tokenizer_dir, max_length=96)
+
+
+@pytest.fixture
+def causal_module_kwargs(causal_inputs):
     """Causal RE and causal generator, each its own tiny Llama."""
     return dict(
         estimator=ModelSpec(config=TINY_LLAMA),
         generator=ModelSpec(config=TINY_LLAMA),
-        re_tokenizer=chat_tokenizer_dir,
-        generator_tokenizer=chat_tokenizer_dir,
-        re_max_length=96,
-        generator_max_length=96,
-        max_answer_length=8,
-        val_top_k=3,
-        test_top_k=3,
-        recall_ks=[1, 5],
+        inputs=causal_inputs,
+        evaluation=TINY_EVALUATION,
     )
 
 
 @pytest.fixture
-def causal_data_kwargs(data_kwargs, chat_tokenizer_dir):
-    return {
-        **data_kwargs,
-        "re_tokenizer": chat_tokenizer_dir,
-        "generator_tokenizer": chat_tokenizer_dir,
-        "re_max_length": 96,
-        "generator_max_length": 96,
-    }
+def causal_data_kwargs(data_kwargs, causal_inputs):
+    return {**data_kwargs, "inputs": causal_inputs}
 
 
 @pytest.fixture
-def module_kwargs(tokenizer_dir):
+def module_kwargs(inputs):
     return dict(
         estimator=ModelSpec(config=TINY_T5),
         generator=ModelSpec(config=TINY_T5),
-        re_tokenizer=tokenizer_dir,
-        generator_tokenizer=tokenizer_dir,
-        re_max_length=64,
-        generator_max_length=64,
-        max_answer_length=8,
-        val_top_k=3,
-        test_top_k=3,
-        recall_ks=[1, 5],
+        inputs=inputs,
+        evaluation=TINY_EVALUATION,
     )
 
 
 @pytest.fixture
-def data_kwargs(world_dir, tokenizer_dir):
+def data_kwargs(world_dir, inputs):
     return dict(
         train_file=str(world_dir / "train.jsonl"),
         val_file=str(world_dir / "dev.jsonl"),
         test_file=str(world_dir / "test.jsonl"),
-        re_tokenizer=tokenizer_dir,
-        generator_tokenizer=tokenizer_dir,
-        re_max_length=64,
-        generator_max_length=64,
-        max_answer_length=8,
+        inputs=inputs,
         n_train_contexts=4,
         n_eval_contexts=12,
         batch_size=4,
@@ -149,25 +156,11 @@ def trained_checkpoint(tmp_path_factory, world_dir, tokenizer_dir):
 
     out = tmp_path_factory.mktemp("trained")
     L.seed_everything(0)
-    module = RERAGModule(
-        ModelSpec(config=TINY_T5),
-        ModelSpec(config=TINY_T5),
-        tokenizer_dir,
-        tokenizer_dir,
-        re_max_length=64,
-        generator_max_length=64,
-        max_answer_length=8,
-        val_top_k=3,
-        test_top_k=3,
-        recall_ks=[1, 5],
-    )
+    inputs = tiny_inputs(tokenizer_dir)
+    module = RERAGModule(ModelSpec(config=TINY_T5), ModelSpec(config=TINY_T5), inputs, evaluation=TINY_EVALUATION)
     data = RERAGDataModule(
         train_file=str(world_dir / "train.jsonl"),
-        re_tokenizer=tokenizer_dir,
-        generator_tokenizer=tokenizer_dir,
-        re_max_length=64,
-        generator_max_length=64,
-        max_answer_length=8,
+        inputs=inputs,
         n_train_contexts=4,
         batch_size=4,
     )

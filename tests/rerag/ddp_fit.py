@@ -11,40 +11,39 @@ import sys
 import lightning as L
 import torch
 
+from rerag.assembly import AssemblySpec
 from rerag.data.datamodule import RERAGDataModule
+from rerag.evaluation import EvaluationSpec
+from rerag.inputs import InputSpec
 from rerag.models.loading import ModelSpec
 from rerag.models.lora import LoraSpec
 from rerag.module import RERAGModule
+from rerag.optimization import OptimizerSpec
 
 
 def build(world_dir, tokenizer_dir, config: dict, shared_base: bool) -> tuple[RERAGModule, RERAGDataModule]:
     """The fit's module and datamodule (with `shared_base`: one base, adapters "re" and "generator";
     `config` a causal LM's), also what the test validates the trained weights with."""
     lora = LoraSpec(r=2, dropout=0.0) if shared_base else None
-    module = RERAGModule(
-        ModelSpec(config=config),
-        None if shared_base else ModelSpec(config=config),
-        tokenizer_dir,
-        tokenizer_dir,
-        re_max_length=64,
-        generator_max_length=64,
-        max_answer_length=8,
-        val_top_k=3,
-        test_top_k=3,
-        recall_ks=[1, 5],
-        lr=1e-2,
-        estimator_lora=lora,
-        generator_lora=lora,
-        shared_base=shared_base,
-    )
-    data = RERAGDataModule(
-        train_file=f"{world_dir}/train.jsonl",
-        val_file=f"{world_dir}/dev.jsonl",
+    inputs = InputSpec(
         re_tokenizer=tokenizer_dir,
         generator_tokenizer=tokenizer_dir,
         re_max_length=64,
         generator_max_length=64,
         max_answer_length=8,
+    )
+    module = RERAGModule(
+        ModelSpec(config=config),
+        None if shared_base else ModelSpec(config=config),
+        inputs,
+        optimizer=OptimizerSpec(lr=1e-2),
+        assembly=AssemblySpec(estimator_lora=lora, generator_lora=lora, shared_base=shared_base),
+        evaluation=EvaluationSpec(val_top_k=3, test_top_k=3, recall_ks=[1, 5]),
+    )
+    data = RERAGDataModule(
+        train_file=f"{world_dir}/train.jsonl",
+        val_file=f"{world_dir}/dev.jsonl",
+        inputs=inputs,
         n_train_contexts=4,
         n_eval_contexts=12,
         batch_size=2,

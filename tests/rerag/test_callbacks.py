@@ -12,6 +12,7 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 from rerag.callbacks import LaterOnTiesCheckpoint, LearningCurve, MetricsWriter, ValidationSchedule
 from rerag.data.datamodule import RERAGDataModule
 from rerag.module import RERAGModule
+from rerag.optimization import OptimizerSpec
 
 
 def fit_with_curve(module_kwargs, data_kwargs, tmp_path, sanity_steps: int) -> LearningCurve:
@@ -212,7 +213,7 @@ def test_steps_a_fit_never_reaches_are_named(module_kwargs, data_kwargs, tmp_pat
     kwargs = {
         **module_kwargs,
         "stages": [{"steps": 6, "train": "estimator", "re_learns_from": "teacher"}, {}],
-        "warmup_steps": 2,
+        "optimizer": OptimizerSpec(warmup_steps=2),
     }
     with pytest.warns(UserWarning) as warned:
         fit_by_steps(kwargs, data_kwargs, tmp_path, [schedule], max_epochs=2)
@@ -220,7 +221,7 @@ def test_steps_a_fit_never_reaches_are_named(module_kwargs, data_kwargs, tmp_pat
     assert "this fit ends at optimizer step 6 and never reaches validation.at_steps 9" in messages
     assert "this fit ends at optimizer step 6 and never reaches trainer.max_steps 7" in messages
     assert "this fit ends at optimizer step 6: no step follows model.stages[0] 6" in messages
-    assert "this fit ends at optimizer step 6 and never reaches the end of model.warmup_steps 8" in messages
+    assert "this fit ends at optimizer step 6 and never reaches the end of model.optimizer.warmup_steps 8" in messages
 
 
 def test_a_tie_keeps_the_later_step(module_kwargs, data_kwargs, tmp_path):

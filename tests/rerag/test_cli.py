@@ -29,8 +29,9 @@ FIT_CONFIGS = [
 @pytest.mark.parametrize("configs", FIT_CONFIGS)
 def test_configs_parse_round_trip_and_build_their_stages(configs, capsys, tmp_path):
     printed = printed_config(configs, capsys)
-    # The data side's tokenizer settings are linked from the model's, so they are not repeated.
-    assert printed["model"]["re_tokenizer"] and "re_tokenizer" not in printed["data"]
+    # The data side's text settings (model.inputs: the tokenizers and more) are linked from the model's,
+    # so they are not repeated.
+    assert printed["model"]["inputs"]["re_tokenizer"] and "inputs" not in printed["data"].get("init_args", {})
     (tmp_path / "printed.yaml").write_text(yaml.safe_dump(printed))
     with pytest.raises(SystemExit):
         main(["fit", "--config", str(tmp_path / "printed.yaml"), "--print_config"])
@@ -70,12 +71,11 @@ def test_the_tqa_overlay_changes_only_model_data_and_outputs(capsys):
     assert tqa["trainer"]["callbacks"][1]["init_args"]["path"] == "outputs/tqa/test_metrics.json"
     for section in ("optimizer", "seed_everything"):
         assert tqa.get(section) == nq.get(section)
-    same = {
-        k: v
-        for k, v in nq["model"].items()
-        if k not in ("estimator", "generator", "re_tokenizer", "generator_tokenizer")
-    }
+    same = {k: v for k, v in nq["model"].items() if k not in ("estimator", "generator", "inputs")}
     assert {k: tqa["model"][k] for k in same} == same
+    same_inputs = {k: v for k, v in nq["model"]["inputs"].items() if k not in ("re_tokenizer", "generator_tokenizer")}
+    assert {k: tqa["model"]["inputs"][k] for k in same_inputs} == same_inputs
+    assert tqa["model"]["inputs"]["re_tokenizer"] == tqa["model"]["inputs"]["generator_tokenizer"] == "t5-large"
     assert tqa["trainer"]["accumulate_grad_batches"] == nq["trainer"]["accumulate_grad_batches"] == 8
 
 
@@ -85,13 +85,18 @@ def test_the_paper_reference_is_the_demo_with_the_released_codes_losses(capsys):
     demo = printed_config(["demo.yaml"], capsys)
     ref = printed_config(["demo.yaml", "paper_reference.yaml"], capsys)
     m, d = ref["model"], ref["data"]["init_args"]
-    assert (m["alpha_anchor"], m["alpha_re"], m["alpha_tok"]) == (0.0, 1.0, 1.0)
-    assert (m["gen_reduction"], m["re_clamp"]) == ("sum", 1e-5)
+    loss = m["loss"]
+    assert (loss["alpha_anchor"], loss["alpha_re"], loss["alpha_tok"]) == (0.0, 1.0, 1.0)
+    assert (loss["gen_reduction"], loss["re_clamp"]) == ("sum", 1e-5)
     assert (d["n_train_contexts"], d["n_deep_contexts"]) == (20, 0)
     assert m["estimator"]["name_or_path"] == "rerag:assets/reader" != demo["model"]["estimator"]["name_or_path"]
-    changed = {"estimator", "alpha_anchor", "gen_reduction", "re_clamp"}
+    changed = {"estimator", "loss"}
     assert {k: v for k, v in m.items() if k not in changed} == {
         k: v for k, v in demo["model"].items() if k not in changed
+    }
+    changed_loss = {"alpha_anchor", "gen_reduction", "re_clamp"}
+    assert {k: v for k, v in loss.items() if k not in changed_loss} == {
+        k: v for k, v in demo["model"]["loss"].items() if k not in changed_loss
     }
 
 
@@ -99,8 +104,9 @@ def test_paper_config_is_the_papers_setup():
     cfg = yaml.safe_load((ROOT / "configs" / "nq_t5_base.yaml").read_text())
     t, m, d = cfg["trainer"], cfg["model"], cfg["data"]["init_args"]
     assert t["devices"] * t["num_nodes"] * t["accumulate_grad_batches"] * d["batch_size"] == 64
-    assert (m["lr"], m["weight_decay"], m["alpha_re"], m["alpha_tok"]) == (1e-4, 1e-3, 1.0, 1.0)
-    assert (d["n_train_contexts"], d["n_eval_contexts"], m["test_top_k"]) == (20, 100, 25)
+    optimizer, loss = m["optimizer"], m["loss"]
+    assert (optimizer["lr"], optimizer["weight_decay"], loss["alpha_re"], loss["alpha_tok"]) == (1e-4, 1e-3, 1.0, 1.0)
+    assert (d["n_train_contexts"], d["n_eval_contexts"], m["evaluation"]["test_top_k"]) == (20, 100, 25)
 
 
 def _has_comment(line: str) -> bool:
@@ -258,8 +264,14 @@ DEMO = str(ROOT / "configs" / "demo.yaml")
     [
         (["fit", "--config", DEMO, "--trainer.max_step", "10"], ["--trainer.max_step"]),  # a prefix is refused
         (["fit", "--config", "missing.yaml"], ["missing.yaml"]),
-        (["fit", "--config", DEMO, "--model.test_top_k", "0"], ["model.test_top_k"]),
-        (["fit", "--config", DEMO, "--model.alpha_re", "-1"], ["model.alpha_re"]),
+        (["fit", "--config", DEMO, "--model.evaluation.test_top_k", "0"], ["model.evaluation.test_top_k"]),
+        (["fit", "--config", DEMO, "--model.loss.alpha_re", "-1"], ["model.loss.alpha_re"]),
+        (["fit", "--config", DEMO, "--model.inputs.re_max_length", "0"], ["model.inputs.re_max_length"]),
+        (["fit", "--config", DEMO, "--model.optimizer.lr", "-1"], ["model.optimizer.lr"]),
+        # a setting rerag 0.2 moved into a group: refused, naming where it lives now
+        (["fit", "--config", DEMO, "--model.alpha_anchor", "1"], ["model.alpha_anchor", "model.loss.alpha_anchor"]),
+        (["fit", "--config", DEMO, "--model.teacher_cache_dir", "c"], ["model.teacher.cache_dir"]),
+        (["fit", "--config", DEMO, "--data.init_args.re_template", "{text}"], ["model.inputs.re_template"]),
         (["fit", "--config", DEMO, "--data.init_args.n_eval_contexts", "0"], ["data.init_args.n_eval_contexts"]),
         (["compare", "--runs.a", "missing.jsonl"], ["missing.jsonl"]),
         (["make-squad", "--input", "missing.json"], ["missing.json"]),
@@ -271,8 +283,13 @@ def test_user_errors_are_one_line_with_exit_status_2(args, named, tmp_path):
 
 
 def test_a_missing_data_file_and_malformed_yaml_name_the_field_and_file(tmp_path):
-    squad = str(ROOT / "configs" / "squad_smollm2_teacher.yaml")
-    user_error(["test", "--config", squad, "--data.init_args.test_file", "nope.jsonl"], tmp_path, "test_file", "nope")
+    # the frozen-teacher overlay on its base (the base holds model.teacher.cache_dir, which a TeacherSpec needs)
+    squad = [
+        a
+        for c in ("squad_smollm2_base.yaml", "squad_smollm2_teacher.yaml")
+        for a in ("--config", str(ROOT / "configs" / c))
+    ]
+    user_error(["test", *squad, "--data.init_args.test_file", "nope.jsonl"], tmp_path, "test_file", "nope")
     (tmp_path / "bad.yaml").write_text("trainer:\n  max_steps: [1\n")
     user_error(["fit", "--config", "bad.yaml"], tmp_path, "bad.yaml", "line 3")
 

@@ -29,9 +29,9 @@ def test_fsdp_overlay_parses_and_builds_the_strategy(capsys):
         str(ROOT / "configs" / "nq_t5_base.yaml"),
         "--config",
         str(ROOT / "configs" / "strategies" / "fsdp.yaml"),
-        "--model.estimator_lora.r",
+        "--model.assembly.estimator_lora.r",
         "8",
-        "--model.generator_lora.r",
+        "--model.assembly.generator_lora.r",
         "8",
     )
     parser = ArgumentParser()

@@ -1,19 +1,23 @@
 import glob
 import json
+import re
 
 import lightning as L
 import pytest
 import torch
 
 from erag.answers import exact_match
+from rerag.assembly import AssemblySpec
 from rerag.data.datamodule import RERAGDataModule
 from rerag.evaluation import Evaluator
 from rerag.inputs import passage_windows
 from rerag.models.loading import ModelSpec
 from rerag.models.lora import LoraSpec
 from rerag.module import RERAGModule
-from rerag.optimization import parameters_by_model
+from rerag.optimization import OptimizerSpec, parameters_by_model
 from rerag.stages import POINTWISE, RE_ALONE, RETRIEVER_MARGINALIZED
+from rerag.teacher_cache import TeacherSpec
+from tests.rerag.helpers import changed
 
 
 def make(module_kwargs, data_kwargs, seed=0):
@@ -80,7 +84,7 @@ def test_shallower_lists_are_scored_as_if_the_data_held_only_them(module_kwargs,
     # eval_depths [d]: the same model on the same records cut to d contexts gives the top<d> keys; with
     # the RE reading windows, the cut keeps each kept context's windows
     data_kwargs = {**data_kwargs, "eval_context_words": windows}
-    module, data = make({**module_kwargs, "eval_depths": [depth]}, data_kwargs)
+    module, data = make(changed(module_kwargs, {"evaluation.eval_depths": [depth]}), data_kwargs)
     (both,) = trainer(tmp_path).test(module, datamodule=data)
     module_d, data_d = make(module_kwargs, {**data_kwargs, "n_eval_contexts": depth})
     module_d.load_state_dict(module.state_dict())
@@ -98,7 +102,7 @@ def test_a_prompt_read_in_both_orders_and_depths_is_generated_once_in_one_call_p
     # BM25's top 3 and its first d overlap, and the RE's picks overlap BM25's, so a test batch asks for
     # some prompts more than once; each is generated once, all in one call, with the same answers
     def run(share: bool):
-        module, data = make({**module_kwargs, "eval_depths": [depth]}, data_kwargs)
+        module, data = make(changed(module_kwargs, {"evaluation.eval_depths": [depth]}), data_kwargs)
         prompts, calls, generate, answer = [], [], module.generator.generate, Evaluator.answer
 
         def recording(input_ids, attention_mask, *args, **kwargs):
@@ -125,13 +129,13 @@ def test_a_frozen_generators_dev_answers_are_kept_from_one_validation_to_the_nex
 ):
     # a generator stage of 2 steps, then validations after steps 1-4: the generator changes up to step 2,
     # so steps 1 and 2 both generate BM25's top 3; from step 2 on it is fixed and no prompt is generated twice
+    lora = LoraSpec(r=2, dropout=0.0)
     module = RERAGModule(
         **causal_module_kwargs
-        | {"generator": None, "shared_base": True, "lr": 1e-2}
+        | {"generator": None, "optimizer": OptimizerSpec(lr=1e-2)}
         | {"stages": [{"steps": 2, "train": "generator", "marginalize_with": "retriever"}, *RE_ALONE]},
-        estimator_lora=LoraSpec(r=2, dropout=0.0),
-        generator_lora=LoraSpec(r=2, dropout=0.0),
-        teacher_cache_dir=str(tmp_path / "cache"),
+        assembly=AssemblySpec(estimator_lora=lora, generator_lora=lora, shared_base=True),
+        teacher=TeacherSpec(cache_dir=str(tmp_path / "cache")),
     )
     generations, generate = [], module.generator.generate
 
@@ -174,7 +178,9 @@ def test_a_passage_read_in_windows_gets_its_best_window_s(module_kwargs, data_kw
 
 
 def test_window_pooling_sets_how_the_module_pools_a_passages_windows(module_kwargs, data_kwargs):
-    module, data = make({**module_kwargs, "window_pooling": "mean"}, {**data_kwargs, "eval_context_words": 8})
+    module, data = make(
+        changed(module_kwargs, {"evaluation.window_pooling": "mean"}), {**data_kwargs, "eval_context_words": 8}
+    )
     data.setup("validate")
     batch = next(iter(data.val_dataloader()))
     module.eval()
@@ -200,9 +206,9 @@ def test_fit_logs_losses_to_wandb_offline(module_kwargs, data_kwargs, tmp_path, 
         assert isinstance(summary.get(key), float) and summary[key] == summary[key]  # logged, and not NaN
     assert summary["train/loss"] == pytest.approx(
         summary["train/loss_gen"]
-        + module.hparams.alpha_re * summary["train/loss_re"]
-        + module.hparams.alpha_tok * summary["train/loss_tok"]
-        + module.hparams.alpha_anchor * summary.get("train/loss_anchor", 0.0),
+        + module.loss.alpha_re * summary["train/loss_re"]
+        + module.loss.alpha_tok * summary["train/loss_tok"]
+        + module.loss.alpha_anchor * summary.get("train/loss_anchor", 0.0),
         rel=1e-5,
     )
 
@@ -259,15 +265,11 @@ def test_a_frozen_generator_teaches_the_re_alone(causal_module_kwargs, causal_da
 def test_gradient_checkpointing_gives_the_same_gradients(causal_module_kwargs, causal_data_kwargs, lora):
     from rerag.models.lora import LoraSpec
 
-    kwargs = {
-        **causal_module_kwargs,
-        **(
-            {"estimator_lora": LoraSpec(r=2, dropout=0.0), "generator_lora": LoraSpec(r=2, dropout=0.0)} if lora else {}
-        ),
-    }
+    adapters = LoraSpec(r=2, dropout=0.0) if lora else None
+    kwargs = changed(causal_module_kwargs, {"assembly.estimator_lora": adapters, "assembly.generator_lora": adapters})
     grads = []
     for checkpointing in (False, True):
-        module, data = make({**kwargs, "gradient_checkpointing": checkpointing}, causal_data_kwargs)
+        module, data = make(changed(kwargs, {"assembly.gradient_checkpointing": checkpointing}), causal_data_kwargs)
         assert module.estimator.model.is_gradient_checkpointing == checkpointing
         module.train()
         data.setup("fit")
@@ -324,9 +326,13 @@ def test_the_estimator_can_have_its_own_learning_rate(causal_module_kwargs, shar
     from rerag.models.lora import LoraSpec
 
     lora = LoraSpec(r=2, dropout=0.0)
-    kwargs = {**causal_module_kwargs, "lr": 1e-4, "estimator_lr": 3e-3, "estimator_lora": lora, "generator_lora": lora}
+    kwargs = {
+        **causal_module_kwargs,
+        "optimizer": OptimizerSpec(lr=1e-4, estimator_lr=3e-3),
+        "assembly": AssemblySpec(estimator_lora=lora, generator_lora=lora, shared_base=shared),
+    }
     if shared:
-        kwargs |= {"shared_base": True, "generator": None}
+        kwargs |= {"generator": None}
     module = RERAGModule(**kwargs)
     module.trainer = trainer(None, max_steps=5)
     re_group, gen_group = module.configure_optimizers()["optimizer"].param_groups
@@ -352,7 +358,7 @@ def test_compile_runs_both_models_stacks_compiled(module_kwargs, data_kwargs):
     assert all(stack._compiled_call_impl is None for stack in stacks(make(module_kwargs, data_kwargs)[0]))  # default
     torch._dynamo.reset()
     counter = CompileCounterWithBackend("eager")
-    module, data = make({**module_kwargs, "compile": {"backend": counter}}, data_kwargs)
+    module, data = make({**module_kwargs, "assembly": AssemblySpec(compile={"backend": counter})}, data_kwargs)
     assert all(stack._compiled_call_impl is not None for stack in stacks(module))
     data.setup("fit")
     module.training_step(next(iter(data.train_dataloader())), 0).backward()
@@ -379,7 +385,7 @@ def test_marginalizing_with_the_retriever_trains_the_generator_alone(module_kwar
 
 @pytest.mark.parametrize("per_model", [False, True])
 def test_gradients_are_clipped_per_model_when_asked(module_kwargs, per_model):
-    module = RERAGModule(**module_kwargs, gradient_clip_per_model=per_model)
+    module = RERAGModule(**module_kwargs, optimizer=OptimizerSpec(clip_per_model=per_model))
     re_params, generator_params = parameters_by_model(module, module.estimator)
     assert re_params and generator_params
     for params, value in ((re_params, 3.0), (generator_params, 40.0)):  # norms 3 * sqrt(n) and 40 * sqrt(n)
@@ -429,7 +435,8 @@ def test_the_learning_rate_warms_up_then_decays_to_zero_at_the_last_step(module_
         def on_train_batch_start(self, trainer, module, batch, batch_idx):
             self.seen.append(trainer.optimizers[0].param_groups[0]["lr"])
 
-    module, data = make({**module_kwargs, "lr": 1e-3, "lr_schedule": "cosine", "warmup_steps": 2}, data_kwargs)
+    optimizer = OptimizerSpec(lr=1e-3, lr_schedule="cosine", warmup_steps=2)
+    module, data = make({**module_kwargs, "optimizer": optimizer}, data_kwargs)
     rates = Rates()
     trainer(tmp_path, max_steps=6, callbacks=[rates]).fit(module, datamodule=data)
     # warm-up 0, 0.5e-3; then cosine from 1e-3 over the 4 steps left: 1e-3, 0.854e-3, 0.5e-3, 0.146e-3
@@ -455,7 +462,8 @@ def test_each_models_rate_follows_its_stages(module_kwargs, data_kwargs, tmp_pat
         {"steps": 2, "train": "estimator", "re_learns_from": "teacher", "schedule": schedule},
         {"schedule": schedule},
     ]
-    kwargs = {"lr": 1e-3, "estimator_lr": 2e-3, "lr_schedule": "cosine", "warmup_steps": 2, "stages": stages}
+    optimizer = OptimizerSpec(lr=1e-3, estimator_lr=2e-3, lr_schedule="cosine", warmup_steps=2)
+    kwargs = {"optimizer": optimizer, "stages": stages}
     module, data = make({**module_kwargs, **kwargs}, data_kwargs)
     rates = Rates()
     trainer(tmp_path, max_steps=6, callbacks=[rates]).fit(module, datamodule=data)
@@ -470,17 +478,18 @@ def test_each_models_rate_follows_its_stages(module_kwargs, data_kwargs, tmp_pat
 @pytest.mark.parametrize(
     "field, value",
     [
-        ("lr_schedule", "step"),
-        ("gen_reduction", "Sum"),  # would otherwise pass as a mean
-        ("kl_direction", "forward"),
-        ("window_pooling", "median"),  # would otherwise fail only at the first validation
-        ("re_clamp", 0.0),  # would otherwise fail at the first step (log 0)
-        ("re_clamp", 0.5),
+        ("optimizer.lr_schedule", "step"),
+        ("loss.gen_reduction", "Sum"),  # would otherwise pass as a mean
+        ("loss.kl_direction", "forward"),
+        ("evaluation.window_pooling", "median"),  # would otherwise fail only at the first validation
+        ("loss.re_clamp", 0.0),  # would otherwise fail at the first step (log 0)
+        ("loss.re_clamp", 0.5),
+        ("inputs.max_answer_length", 0),
     ],
 )
 def test_a_setting_outside_its_choices_is_a_clear_error_before_any_model_loads(module_kwargs, field, value):
-    with pytest.raises(ValueError, match=rf"model\.{field}"):
-        RERAGModule(**{**module_kwargs, field: value})
+    with pytest.raises(ValueError, match=re.escape(f"model.{field}")):
+        RERAGModule(**changed(module_kwargs, {field: value}))
 
 
 def test_a_bad_model_spec_is_a_clear_error_naming_its_field(module_kwargs):
@@ -490,8 +499,8 @@ def test_a_bad_model_spec_is_a_clear_error_naming_its_field(module_kwargs):
 
 
 def test_a_teacher_temperature_not_above_zero_is_a_clear_error(module_kwargs):
-    with pytest.raises(ValueError, match="model.teacher_temperature"):
-        RERAGModule(**{**module_kwargs, "teacher_temperature": 0.0})
+    with pytest.raises(ValueError, match=r"model\.loss\.teacher_temperature"):
+        RERAGModule(**changed(module_kwargs, {"loss.teacher_temperature": 0.0}))
 
 
 def test_evaluation_scores_with_the_re_adapter_merged_and_drops_the_copy(
@@ -500,7 +509,10 @@ def test_evaluation_scores_with_the_re_adapter_merged_and_drops_the_copy(
     from rerag.models.lora import LoraSpec
 
     lora = LoraSpec(r=2, dropout=0.0)
-    kwargs = {**causal_module_kwargs, "estimator_lora": lora, "generator_lora": lora, "shared_base": True}
+    kwargs = {
+        **causal_module_kwargs,
+        "assembly": AssemblySpec(estimator_lora=lora, generator_lora=lora, shared_base=True),
+    }
     module, data = make({**kwargs, "generator": None}, causal_data_kwargs)
     for name, p in module.named_parameters():
         if "lora_B" in name and ".re." in name:

@@ -12,14 +12,17 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 
 import rerag.teacher_cache
 from erag.lm import encode_answers, encode_prompts
+from rerag.assembly import AssemblySpec
 from rerag.data.datamodule import RERAGDataModule, word_window
 from rerag.inputs import fill
 from rerag.models.loading import ModelSpec
 from rerag.models.lora import LoraSpec
 from rerag.module import RERAGModule
+from rerag.optimization import OptimizerSpec
 from rerag.stages import RE_ALONE, Stage
-from rerag.teacher_cache import MAX_QUESTION_TOKENS, TeacherScores, build_teacher_scores, pair_key
+from rerag.teacher_cache import MAX_QUESTION_TOKENS, TeacherScores, TeacherSpec, build_teacher_scores, pair_key
 from tests.rerag.conftest import TINY_LLAMA, train
+from tests.rerag.helpers import changed
 
 
 def teacher_then_joint(steps):
@@ -27,9 +30,10 @@ def teacher_then_joint(steps):
     return [Stage(steps=steps, train="estimator", re_learns_from="teacher"), Stage()]
 
 
-def fit(module_kwargs, data_kwargs, cache_dir, tmp_path, seed=0, steps=1):
+def fit(module_kwargs, data_kwargs, cache_dir, tmp_path, seed=0, steps=1, **teacher):
+    """The RE alone against the frozen teacher (`TeacherSpec` fields `teacher` beside its cache folder)."""
     L.seed_everything(seed)
-    module = RERAGModule(**module_kwargs, stages=RE_ALONE, teacher_cache_dir=str(cache_dir))
+    module = RERAGModule(**module_kwargs, stages=RE_ALONE, teacher=TeacherSpec(cache_dir=str(cache_dir), **teacher))
     return train(module, data_kwargs, tmp_path, steps)
 
 
@@ -49,7 +53,7 @@ def test_the_cache_is_reused_and_rebuilt_when_teacher_data_or_prompt_change(
     assert cache_files(cache) == [stamp] and os.path.getmtime(stamp) == mtime
 
     # another prompt
-    fit({**causal_module_kwargs, "teacher_template": "Q: {question} C: {text}"}, causal_data_kwargs, cache, tmp_path)
+    fit(causal_module_kwargs, causal_data_kwargs, cache, tmp_path, template="Q: {question} C: {text}")
     assert len(cache_files(cache)) == 2
     # another teacher: the generator's weights differ with the seed
     fit(causal_module_kwargs, causal_data_kwargs, cache, tmp_path, seed=1)
@@ -93,8 +97,8 @@ def test_the_cache_holds_what_the_fits_epochs_draw(causal_module_kwargs, causal_
 
 def test_a_teacher_other_than_the_generator(causal_module_kwargs, causal_data_kwargs, chat_tokenizer_dir, tmp_path):
     other = ModelSpec(config={**TINY_LLAMA, "num_hidden_layers": 2})
-    kwargs = {**causal_module_kwargs, "teacher": other, "teacher_tokenizer": chat_tokenizer_dir}
-    module = fit(kwargs, causal_data_kwargs, tmp_path / "cache", tmp_path, steps=2)
+    teacher = {"model": other, "tokenizer": chat_tokenizer_dir}
+    module = fit(causal_module_kwargs, causal_data_kwargs, tmp_path / "cache", tmp_path, steps=2, **teacher)
     default = fit(causal_module_kwargs, causal_data_kwargs, tmp_path / "cache", tmp_path)
     assert len(cache_files(tmp_path / "cache")) == 2
     assert module.teacher_scores.scores.keys() == default.teacher_scores.scores.keys()
@@ -102,10 +106,10 @@ def test_a_teacher_other_than_the_generator(causal_module_kwargs, causal_data_kw
 
 
 def test_a_teacher_cache_needs_a_stage_that_learns_from_the_teacher(causal_module_kwargs, tmp_path):
-    with pytest.raises(ValueError, match="no stage learns from the teacher"):
-        RERAGModule(**causal_module_kwargs, teacher_cache_dir=str(tmp_path))
-    with pytest.raises(ValueError, match="teacher_cache_dir"):
-        RERAGModule(**causal_module_kwargs, teacher=ModelSpec(config=TINY_LLAMA))
+    with pytest.raises(ValueError, match=r"model\.teacher: no stage learns from the teacher"):
+        RERAGModule(**causal_module_kwargs, teacher=TeacherSpec(cache_dir=str(tmp_path)))
+    with pytest.raises(TypeError, match="cache_dir"):  # a teacher is only read through its cache
+        TeacherSpec(model=ModelSpec(config=TINY_LLAMA))
 
 
 QUESTION_TEMPLATE = "Passage: {text}\nWrite a question about it."
@@ -113,10 +117,7 @@ QUESTION_TEMPLATE = "Passage: {text}\nWrite a question about it."
 
 def test_a_question_template_adds_the_questions_likelihood(causal_module_kwargs, causal_data_kwargs, tmp_path):
     module = fit(
-        {**causal_module_kwargs, "teacher_question_template": QUESTION_TEMPLATE},
-        causal_data_kwargs,
-        tmp_path / "cache",
-        tmp_path,
+        causal_module_kwargs, causal_data_kwargs, tmp_path / "cache", tmp_path, question_template=QUESTION_TEMPLATE
     )
     default = fit(causal_module_kwargs, causal_data_kwargs, tmp_path / "cache", tmp_path)
     assert len(cache_files(tmp_path / "cache")) == 2  # its own cache
@@ -133,15 +134,14 @@ def test_a_question_template_adds_the_questions_likelihood(causal_module_kwargs,
 
 
 def test_a_question_template_is_checked(causal_module_kwargs, tmp_path):
-    with pytest.raises(ValueError, match="holds {question}"):
+    with pytest.raises(ValueError, match=r"model\.teacher\.question_template: .* holds \{question\}"):
         RERAGModule(
             **causal_module_kwargs,
             stages=RE_ALONE,
-            teacher_cache_dir=str(tmp_path),
-            teacher_question_template="{question} {text}",
+            teacher=TeacherSpec(cache_dir=str(tmp_path), question_template="{question} {text}"),
         )
-    with pytest.raises(ValueError, match="teacher_cache_dir"):
-        RERAGModule(**causal_module_kwargs, teacher_question_template=QUESTION_TEMPLATE)
+    with pytest.raises(TypeError, match="cache_dir"):  # scored once into the teacher cache: it needs one
+        TeacherSpec(question_template=QUESTION_TEMPLATE)
 
 
 def test_after_a_first_stage_the_questions_cached_likelihood_stays_in_f(
@@ -152,8 +152,7 @@ def test_after_a_first_stage_the_questions_cached_likelihood_stays_in_f(
     L.seed_everything(0)
     kwargs = causal_module_kwargs | {
         "stages": teacher_then_joint(1),
-        "teacher_cache_dir": str(tmp_path / "cache"),
-        "teacher_question_template": QUESTION_TEMPLATE,
+        "teacher": TeacherSpec(cache_dir=str(tmp_path / "cache"), question_template=QUESTION_TEMPLATE),
     }
     module, seen = RERAGModule(**kwargs), []
     losses = module.relevance_losses
@@ -239,7 +238,8 @@ def test_the_cache_is_built_in_batches_of_score_batch_size_and_the_batch_does_no
         return build_teacher_scores(*args, batch_size=batch_size, **kwargs)
 
     monkeypatch.setattr(rerag.teacher_cache, "build_teacher_scores", recording)
-    module = fit({**causal_module_kwargs, "score_batch_size": 3}, causal_data_kwargs, tmp_path / "cache", tmp_path)
+    kwargs = changed(causal_module_kwargs, {"evaluation.score_batch_size": 3})
+    module = fit(kwargs, causal_data_kwargs, tmp_path / "cache", tmp_path)
     assert sizes == [3]
     data = RERAGDataModule(**causal_data_kwargs)
     data.setup("fit")
@@ -255,8 +255,11 @@ def test_a_cache_batch_holds_one_contexts_rows_and_sharing_their_prefix_leaves_f
     """With the passage before the question, the teacher reads a batch of one context's rows (their
     prompts alike up to the question), so the passage runs once per batch; F as each row reads
     alone, the question's part included."""
-    kwargs = {**causal_module_kwargs, "generator_template": "Passage: {text}\nQuestion: {question}"}
-    teacher = RERAGModule(**kwargs | {"generator_max_length": 384}, stages=RE_ALONE).generator
+    template = {
+        "inputs.generator_template": "Passage: {text}\nQuestion: {question}",
+        "inputs.generator_max_length": 384,
+    }
+    teacher = RERAGModule(**changed(causal_module_kwargs, template), stages=RE_ALONE).generator
     data = RERAGDataModule(**causal_data_kwargs)
     data.setup("fit")
     triples = list(data.teacher_triples())
@@ -296,7 +299,8 @@ def test_a_first_teacher_stage_switches_to_joint_training_at_its_step(
             self.rows.append((trainer.global_step, stage, weights.clone()))
 
     L.seed_everything(0)
-    kwargs = {**causal_module_kwargs, "stages": teacher_then_joint(2), "teacher_cache_dir": str(tmp_path / "cache")}
+    teacher = TeacherSpec(cache_dir=str(tmp_path / "cache"))
+    kwargs = {**causal_module_kwargs, "stages": teacher_then_joint(2), "teacher": teacher}
     module, record = RERAGModule(**kwargs), Record()
     start = torch.cat([p.detach().flatten().clone() for p in module.generator.model.parameters()])
     train(module, causal_data_kwargs, tmp_path, steps=4, callbacks=[record])
@@ -312,7 +316,8 @@ def test_a_run_resumed_after_its_teacher_stage_reads_the_cache_it_started_with(
     """A joint run whose generator trains every weight, resumed from a checkpoint past its first
     stage: the teacher cache's key is the run's (saved in the checkpoint), not one of the trained
     generator, so nothing is rebuilt; with that cache gone, the error names it."""
-    kwargs = {**causal_module_kwargs, "stages": teacher_then_joint(1), "teacher_cache_dir": str(tmp_path / "cache")}
+    teacher = TeacherSpec(cache_dir=str(tmp_path / "cache"))
+    kwargs = {**causal_module_kwargs, "stages": teacher_then_joint(1), "teacher": teacher}
 
     def run(steps, ckpt_path=None):
         L.seed_everything(0)
@@ -339,10 +344,9 @@ def test_a_bfloat16_base_trains_its_float32_adapter_under_bf16_mixed(
     kwargs = causal_module_kwargs | {
         "estimator": ModelSpec(config=TINY_LLAMA, dtype="bfloat16"),
         "generator": None,
-        "estimator_lora": LoraSpec(r=2, dropout=0.0),
-        "shared_base": True,
+        "assembly": AssemblySpec(estimator_lora=LoraSpec(r=2, dropout=0.0), shared_base=True),
         "stages": RE_ALONE,
-        "teacher_cache_dir": str(tmp_path / "cache"),
+        "teacher": TeacherSpec(cache_dir=str(tmp_path / "cache")),
     }
     module = RERAGModule(**kwargs)
     named = dict(module.estimator.model.named_parameters())
@@ -384,15 +388,16 @@ def test_a_first_generator_stage_trains_the_generator_then_the_re_against_the_ba
 
     shared = causal_module_kwargs | {
         "generator": None,
-        "estimator_lora": LoraSpec(r=2, dropout=0.0),
-        "shared_base": True,
-        "teacher_cache_dir": str(tmp_path / "cache"),
-        "lr": 1e-2,
-        "lr_schedule": "cosine",
+        "teacher": TeacherSpec(cache_dir=str(tmp_path / "cache")),
+        "optimizer": OptimizerSpec(lr=1e-2, lr_schedule="cosine"),
     }
+
+    def assembly(generator_lora):
+        return AssemblySpec(estimator_lora=LoraSpec(r=2, dropout=0.0), generator_lora=generator_lora, shared_base=True)
+
     L.seed_everything(0)
     stages = [Stage(steps=2, train="generator", marginalize_with="retriever"), *RE_ALONE]
-    module, record = RERAGModule(**shared, generator_lora=LoraSpec(r=2, dropout=0.0), stages=stages), Record()
+    module, record = RERAGModule(**shared, assembly=assembly(LoraSpec(r=2, dropout=0.0)), stages=stages), Record()
     start = adapter_weights(module, "generator"), adapter_weights(module, "re")
     train(module, causal_data_kwargs, tmp_path, steps=5, callbacks=[record])
     assert [stage for stage, _, _ in record.rows] == [0.0, 0.0, 1.0, 1.0, 1.0]
@@ -406,9 +411,9 @@ def test_a_first_generator_stage_trains_the_generator_then_the_re_against_the_ba
     (built,) = cache_files(tmp_path / "cache")
     L.seed_everything(0)
     never_trains = train(
-        RERAGModule(**shared, generator_lora=None, stages=RE_ALONE), causal_data_kwargs, tmp_path, steps=1
+        RERAGModule(**shared, assembly=assembly(None), stages=RE_ALONE), causal_data_kwargs, tmp_path, steps=1
     )
     assert cache_files(tmp_path / "cache") == [built]  # the base's F, read back
     assert never_trains.teacher_scores.scores == module.teacher_scores.scores
-    with pytest.raises(ValueError, match="generator_lora unless no stage trains the generator"):
-        RERAGModule(**shared, generator_lora=None, stages=stages)
+    with pytest.raises(ValueError, match=r"model\.assembly\.generator_lora unless no stage trains the generator"):
+        RERAGModule(**shared, assembly=assembly(None), stages=stages)

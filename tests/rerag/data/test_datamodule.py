@@ -1,3 +1,4 @@
+import dataclasses
 import random
 
 import pytest
@@ -125,6 +126,27 @@ def test_evaluation_batches_give_the_re_windows_and_the_generator_whole_passages
     assert "re_window_of" not in next(iter(windowed.train_dataloader()))  # training keeps its own windows
     with pytest.raises(ValueError, match="eval_context_words: must be at least 2"):
         RERAGDataModule(**data_kwargs, eval_context_words=1)
+
+
+def test_the_batches_text_is_the_input_specs(data_kwargs):
+    """`inputs` (the models' `InputSpec`) sets each model's template and input length, and the answers' length."""
+    inputs = dataclasses.replace(
+        data_kwargs["inputs"],
+        re_template="rerank {question} in {text}",
+        generator_template="answer {question} from {text}",
+        re_max_length=12,
+        generator_max_length=20,
+        max_answer_length=3,
+    )
+    data = RERAGDataModule(**{**data_kwargs, "inputs": inputs})
+    assert data.inputs is inputs
+    data.setup("fit")
+    batch = next(iter(data.train_dataloader()))
+    assert batch["re"]["input_ids"].shape[1] <= 12 and batch["gen"]["input_ids"].shape[1] <= 20
+    assert batch["labels"].shape[1] <= 3
+    re_text = data.re_tok.decode(batch["re"]["input_ids"][0], skip_special_tokens=True)
+    gen_text = data.gen_tok.decode(batch["gen"]["input_ids"][0], skip_special_tokens=True)
+    assert re_text.split()[0] == "rerank" and gen_text.split()[0] == "answer"
 
 
 def test_a_batch_cut_to_its_first_contexts_keeps_their_windows():

@@ -11,7 +11,7 @@ from rerag.inputs import passage_windows
 from rerag.models.estimator import RelevanceEstimator
 from rerag.models.generator import Generator
 from rerag.module import RERAGModule
-from tests.rerag.helpers import PASSAGES, QUESTION, fit_and_checkpoint
+from tests.rerag.helpers import PASSAGES, QUESTION, changed, fit_and_checkpoint
 
 
 def test_export_round_trip_gives_equal_scores(module_kwargs, data_kwargs, tmp_path):
@@ -25,10 +25,10 @@ def test_export_round_trip_gives_equal_scores(module_kwargs, data_kwargs, tmp_pa
     estimator = RelevanceEstimator.from_pretrained(folder)  # no Lightning involved
     torch.testing.assert_close(estimator.score(QUESTION, PASSAGES), module.estimator.score(QUESTION, PASSAGES))
     settings = json.loads((folder / "rerag_estimator.json").read_text())
-    assert settings["true_word"] == "true" and settings["template"] == module.hparams.re_template
+    assert settings["true_word"] == "true" and settings["template"] == module.inputs.re_template
 
     generator = Generator.from_pretrained(tmp_path / "export" / "generator")
-    assert (generator.template, generator.max_length) == (data.hparams.generator_template, 64)
+    assert (generator.template, generator.max_length) == (data.inputs.generator_template, 64)
     enc = generator.tokenizer(["question: where? title: Ana context: Soltha"] * 2, return_tensors="pt", padding=True)
     labels = generator.encode_answers(["Soltha", "bees"])
     with torch.no_grad():
@@ -44,7 +44,7 @@ def test_export_round_trip_gives_equal_scores(module_kwargs, data_kwargs, tmp_pa
 
 def test_a_run_evaluated_by_windows_exports_an_re_that_scores_by_windows(module_kwargs, data_kwargs, tmp_path):
     L.seed_everything(0)
-    module = RERAGModule(**module_kwargs, window_pooling="mean")
+    module = RERAGModule(**changed(module_kwargs, {"evaluation.window_pooling": "mean"}))
     data = RERAGDataModule(**data_kwargs, eval_context_words=4)
     checkpoint = fit_and_checkpoint(module, data, tmp_path)
     main(["export", "--checkpoint", checkpoint, "--out", str(tmp_path / "export")])
@@ -55,7 +55,7 @@ def test_a_run_evaluated_by_windows_exports_an_re_that_scores_by_windows(module_
     by_window = module.estimator.score(QUESTION, passage_windows(passages[0], 4)).mean()
     assert estimator.score(QUESTION, passages)[0].item() == pytest.approx(by_window.item(), abs=1e-5)
     card = (tmp_path / "export" / "estimator" / "README.md").read_text()
-    assert "| eval_context_words | `4` |" in card and '| window_pooling | `"mean"` |' in card
+    assert "| eval_context_words | `4` |" in card and '| evaluation.window_pooling | `"mean"` |' in card
 
 
 def test_the_model_card_names_the_base_words_template_and_metrics(module_kwargs, data_kwargs, tmp_path):
@@ -69,7 +69,9 @@ def test_the_model_card_names_the_base_words_template_and_metrics(module_kwargs,
     front = yaml.safe_load(card.split("---")[1])
     assert front["library_name"] == "rerag" and "reranker" in front["tags"]
     assert "| test/re_recall@1 | 0.6250 |" in card and "| test/em | 0.2500 |" in card
-    assert "`true` (relevant), `false`" in card and repr(module.hparams.re_template) in card
+    assert "`true` (relevant), `false`" in card and repr(module.inputs.re_template) in card
+    # the run's settings, by group and field
+    assert "| loss.alpha_re | `1.0` |" in card and "| optimizer.lr | `0.0001` |" in card
     assert "train_file" in card and "RelevanceEstimator.from_pretrained" in card and "AutoModelForSeq2SeqLM" in card
     assert "These weights are the run's after optimizer step 2." in card
     assert "measured on the weights of step 2." in card and "not on these" not in card

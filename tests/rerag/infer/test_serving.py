@@ -10,6 +10,7 @@ from rerag.infer.serving import export_serving, pair_chat_template
 from rerag.models.estimator import RelevanceEstimator
 from rerag.module import RERAGModule
 from tests.rerag.conftest import TINY_WORLD  # noqa: F401
+from tests.rerag.helpers import changed
 
 WORDS = "the river city guild born founded north mapped island queen king harbour built old new".split()
 
@@ -40,8 +41,8 @@ def whole_tokenizer_dir(chat_tokenizer_dir, tmp_path_factory):
 def causal_export(causal_module_kwargs, whole_tokenizer_dir, tmp_path):
     """A tiny random decoder-only RE (its own Llama, its base's chat template) exported with every serving format."""
     torch.manual_seed(0)
-    kwargs = causal_module_kwargs | {"re_tokenizer": whole_tokenizer_dir, "generator_tokenizer": whole_tokenizer_dir}
-    module = RERAGModule(**kwargs).eval()
+    tokenizers = {"inputs.re_tokenizer": whole_tokenizer_dir, "inputs.generator_tokenizer": whole_tokenizer_dir}
+    module = RERAGModule(**changed(causal_module_kwargs, tokenizers)).eval()
     export(module.estimator, module.generator, tmp_path / "export")
     # a server never cuts the passage as rerag does at max_length (96 here): compare on prompts within it
     estimator = RelevanceEstimator.from_pretrained(tmp_path / "export" / "estimator", max_length=512)
@@ -135,9 +136,11 @@ def test_rerag_export_writes_every_format_and_the_card_says_what_each_returns(
     from tests.rerag.helpers import fit_and_checkpoint
 
     L.seed_everything(0)
-    tokenizers = {"re_tokenizer": whole_tokenizer_dir, "generator_tokenizer": whole_tokenizer_dir}
-    module = RERAGModule(**causal_module_kwargs | tokenizers)
-    checkpoint = fit_and_checkpoint(module, RERAGDataModule(**causal_data_kwargs | tokenizers), tmp_path)
+    tokenizers = {"inputs.re_tokenizer": whole_tokenizer_dir, "inputs.generator_tokenizer": whole_tokenizer_dir}
+    module = RERAGModule(**changed(causal_module_kwargs, tokenizers))
+    data = RERAGDataModule(**changed(causal_data_kwargs, tokenizers))
+    assert data.inputs == module.inputs  # the datamodule tokenizes as the models read
+    checkpoint = fit_and_checkpoint(module, data, tmp_path)
     main(["export", "--checkpoint", checkpoint, "--out", str(tmp_path / "export")])
     assert f"sequence_classification: {tmp_path / 'export' / 'sequence_classification'}" in capsys.readouterr().out
     card = (tmp_path / "export" / "estimator" / "README.md").read_text()
@@ -219,8 +222,8 @@ def test_every_python_snippet_of_the_card_runs(
     from rerag.infer.model_card import estimator_card
 
     torch.manual_seed(0)
-    tokenizers = {"re_tokenizer": whole_tokenizer_dir, "generator_tokenizer": whole_tokenizer_dir}
-    module = RERAGModule(**(causal_module_kwargs | tokenizers if kind == "causal" else module_kwargs)).eval()
+    tokenizers = {"inputs.re_tokenizer": whole_tokenizer_dir, "inputs.generator_tokenizer": whole_tokenizer_dir}
+    module = RERAGModule(**(changed(causal_module_kwargs, tokenizers) if kind == "causal" else module_kwargs)).eval()
     export(module.estimator, module.generator, tmp_path / "export")
     estimator = RelevanceEstimator.from_pretrained(tmp_path / "export" / "estimator")
     card = estimator_card(estimator, serving=list(export_serving(estimator, tmp_path / "export")))

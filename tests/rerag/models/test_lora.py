@@ -7,6 +7,7 @@ import yaml
 from transformers import AutoTokenizer
 
 from erag.lm import BASE_ADAPTER, adapter_scope
+from rerag.assembly import AssemblySpec
 from rerag.cli import main
 from rerag.data.datamodule import RERAGDataModule
 from rerag.infer.export import export, load_checkpoint
@@ -15,6 +16,7 @@ from rerag.models.generator import Generator
 from rerag.models.loading import ModelSpec, build_model
 from rerag.models.lora import LoraSpec, add_lora
 from rerag.module import RERAGModule
+from rerag.optimization import OptimizerSpec
 from rerag.stages import RE_ALONE
 from tests.rerag.conftest import TINY_LLAMA
 from tests.rerag.helpers import PASSAGES, QUESTION, fit_and_checkpoint
@@ -25,7 +27,11 @@ LORA = LoraSpec(r=4, alpha=8, dropout=0.0, target_modules=["q", "v"])
 
 def test_only_adapters_train_and_merged_export_scores_equal(module_kwargs, data_kwargs, tmp_path):
     L.seed_everything(0)
-    module = RERAGModule(**{**module_kwargs, "lr": 1e-2}, estimator_lora=LORA, generator_lora=LORA)
+    module = RERAGModule(
+        **module_kwargs,
+        optimizer=OptimizerSpec(lr=1e-2),
+        assembly=AssemblySpec(estimator_lora=LORA, generator_lora=LORA),
+    )
     trainable = [n for n, p in module.named_parameters() if p.requires_grad]
     assert trainable and all("lora_" in n for n in trainable)
     before = {n: p.detach().clone() for n, p in module.named_parameters()}
@@ -41,7 +47,7 @@ def test_only_adapters_train_and_merged_export_scores_equal(module_kwargs, data_
     torch.testing.assert_close(merged.score(QUESTION, PASSAGES), unmerged, atol=1e-5, rtol=1e-5)
 
 
-def test_adapters_only_export_loads_over_its_base(tokenizer_dir, tiny_t5, tmp_path):
+def test_adapters_only_export_loads_over_its_base(inputs, tokenizer_dir, tiny_t5, tmp_path):
     tok = AutoTokenizer.from_pretrained(tokenizer_dir)
     torch.manual_seed(0)
     base = build_model(ModelSpec(config=tiny_t5), tok)
@@ -50,9 +56,8 @@ def test_adapters_only_export_loads_over_its_base(tokenizer_dir, tiny_t5, tmp_pa
     module = RERAGModule(
         estimator=ModelSpec(name_or_path=str(tmp_path / "base")),
         generator=ModelSpec(config=tiny_t5),
-        re_tokenizer=tokenizer_dir,
-        generator_tokenizer=tokenizer_dir,
-        estimator_lora=LORA,
+        inputs=inputs,
+        assembly=AssemblySpec(estimator_lora=LORA),
     ).eval()
     with torch.no_grad():  # B starts at zero; make the adapters matter
         for name, p in module.estimator.named_parameters():
@@ -69,15 +74,23 @@ def test_adapters_only_export_loads_over_its_base(tokenizer_dir, tiny_t5, tmp_pa
 
 
 def test_adapters_only_needs_a_named_base(module_kwargs, tmp_path):
-    module = RERAGModule(**module_kwargs, generator_lora=LORA)
+    module = RERAGModule(**module_kwargs, assembly=AssemblySpec(generator_lora=LORA))
     with pytest.raises(ValueError, match="generator was built from a config"):
         export(module.estimator, module.generator, tmp_path, adapters_only=True)
 
 
 def test_lora_is_a_config_option(capsys):
     with pytest.raises(SystemExit):
-        main(["fit", "--config", str(ROOT / "configs" / "demo.yaml"), "--model.estimator_lora.r=4", "--print_config"])
-    printed = yaml.safe_load(capsys.readouterr().out)["model"]
+        main(
+            [
+                "fit",
+                "--config",
+                str(ROOT / "configs" / "demo.yaml"),
+                "--model.assembly.estimator_lora.r=4",
+                "--print_config",
+            ]
+        )
+    printed = yaml.safe_load(capsys.readouterr().out)["model"]["assembly"]
     assert printed["estimator_lora"]["r"] == 4 and printed["generator_lora"] is None
 
 
@@ -95,16 +108,15 @@ def llama_base(chat_tokenizer_dir, tmp_path):
     return ModelSpec(name_or_path=str(tmp_path / "llama"))
 
 
-def shared(causal_module_kwargs, base, **kw):
+def shared(causal_module_kwargs, base, estimator_lora=LLAMA_LORA, generator_lora=LLAMA_LORA, **kw):
+    """The RE and the generator as adapters of one shared base (`kw` other module arguments)."""
     return RERAGModule(
         **{
             **causal_module_kwargs,
             "estimator": base,
             "generator": None,
-            "lr": 1e-2,
-            "shared_base": True,
-            "estimator_lora": LLAMA_LORA,
-            "generator_lora": LLAMA_LORA,
+            "optimizer": OptimizerSpec(lr=1e-2),
+            "assembly": AssemblySpec(estimator_lora=estimator_lora, generator_lora=generator_lora, shared_base=True),
             **kw,
         }
     )
@@ -165,7 +177,7 @@ def test_shared_base_with_a_frozen_generator_trains_the_re_adapter_alone(
 
 
 def test_shared_base_settings_are_checked(causal_module_kwargs, llama_base):
-    with pytest.raises(ValueError, match="model.shared_base needs model.estimator_lora"):
+    with pytest.raises(ValueError, match=r"model\.assembly\.shared_base needs model\.assembly\.estimator_lora"):
         shared(causal_module_kwargs, llama_base, estimator_lora=None)
     with pytest.raises(ValueError, match="set model.generator to null"):
         shared(causal_module_kwargs, llama_base, generator=ModelSpec(config=TINY_LLAMA))
