@@ -53,7 +53,7 @@ class RAGReader:
     """Answers from contexts with an LM; see the module docstring for modes and weights.
 
     Args:
-        lm: a `Seq2SeqLM` or `CausalLM`.
+        lm: a `Seq2SeqLM` or `CausalLM`, or a served LM (`erag.served.ServedLM`, mode "ralm" only).
         mode: "rag" (per-context generation, marginalized) or "ralm" (contexts in one prompt).
         marginalization: "fast" or "thorough" (mode "rag" only).
         template: the prompt; None takes the LM's.
@@ -76,6 +76,11 @@ class RAGReader:
             raise ValueError(f"mode must be 'rag' or 'ralm', got {mode!r}")
         if marginalization not in ("fast", "thorough"):
             raise ValueError(f"marginalization must be 'fast' or 'thorough', got {marginalization!r}")
+        if mode == "rag" and not getattr(lm, "gives_likelihoods", True):  # a served LM (`erag.served`)
+            raise ValueError(
+                "a served reader gives no log-likelihoods: mode 'rag' fuses per-context answers by them "
+                "(RE-weighted marginalization, FiD-like); read with mode 'ralm' (--reader ralm) or an in-process --llm"
+            )
         self.lm, self.mode, self.marginalization = lm, mode, marginalization
         self.template = lm.template if template is None else template
         self.num_beams, self.reranker, self.separator = num_beams, reranker, separator

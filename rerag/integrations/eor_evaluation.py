@@ -30,6 +30,7 @@ from eor import (
     load_corpus,
 )
 from erag.lm import load_lm, resolve
+from erag.served import ServedConfig, served_lm
 from rerag.data.fid_format import read_fid
 from rerag.defaults import DENSE_ENCODER
 from rerag.infer.loading import models_for_evaluation
@@ -68,6 +69,7 @@ def run_eor(
     eor: EoRConfig = EoRConfig(),
     test_file: str | None = None,
     llm: str | None = None,
+    served: ServedConfig = ServedConfig(),
     checkpoint: str | None = None,
     estimator: str | None = None,
 ) -> EoRReport:
@@ -88,12 +90,15 @@ def run_eor(
             passages in one prompt with the paper's RALM prompts and writes PK documents and @CP summaries;
             or an exported generator folder (`rerag export`, the shipped `rerag:assets/reader`), read as a
             checkpoint's generator is (default: the checkpoint's generator, RE-weighted, which writes PK and
-            @CP text of answer length).
+            @CP text of answer length); `served`: the OpenAI-compatible endpoint of `served`, read as an LM is.
+        served: the endpoint `--llm served` reads through (`erag.served.ServedConfig`; its key comes from
+            the environment variable it names).
         checkpoint: a RE-RAG Lightning checkpoint (`rerag fit` writes them): its generator reads unless
             `llm` is given, its RE is the @RR reranker and weighs the generator's per-passage answers.
         estimator: an exported RE folder (`rerag export`, or the shipped `rerag:assets/relevance_estimator`)
             for @RR and the answer weights, in place of the checkpoint's.
     """
+    remote = served_lm(llm, served)
     estimator, generator, llm = models_for_evaluation(checkpoint, estimator, llm)
     if estimator is None and any("@RR" in name for name in pool):
         raise ValueError(f"pool: {[n for n in pool if '@RR' in n]} rerank with an RE: give --estimator or --checkpoint")
@@ -105,7 +110,7 @@ def run_eor(
         test_indices = range(len(records), len(records) + len(test_records))
         records += test_records
     corpus: list[Passage] = load_corpus(corpus_file)
-    lm = load_lm(llm) if llm else generator.as_lm()
+    lm = remote or (load_lm(llm) if llm else generator.as_lm())
 
     def write(prompts: list[str]) -> list[str]:  # PK documents and @CP summaries
         return lm.generate(prompts)[0]

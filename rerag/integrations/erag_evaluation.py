@@ -11,6 +11,7 @@ import torch
 
 import erag
 from erag.lm import load_lm
+from erag.served import ServedConfig, served_lm
 from rerag.data.fid_format import read_fid
 from rerag.data.ir_formats import write_qrels
 from rerag.defaults import ERAG_TOP_K
@@ -73,6 +74,7 @@ def run_erag(
     output_dir: str = "outputs/erag",
     reader: Literal["rag", "ralm"] = "rag",
     llm: str | None = None,
+    served: ServedConfig = ServedConfig(),
     checkpoint: str | None = None,
     estimator: str | None = None,
     qrels: str | None = None,
@@ -93,20 +95,27 @@ def run_erag(
             augmentation). eRAG's per-document labels read one document either way.
         llm: a Hugging Face LM (folder, name or GGUF file) that judges and reads end to end (its own
             prompt template), or an exported generator folder (`rerag:assets/reader`); default: the
-            checkpoint's generator.
+            checkpoint's generator; `served`: the OpenAI-compatible endpoint of `served` (with --reader ralm).
+        served: the endpoint `--llm served` reads through (`erag.served.ServedConfig`; its key comes from
+            the environment variable it names).
         checkpoint: a RE-RAG Lightning checkpoint: its generator reads unless `llm` is given; its RE ranks.
         estimator: an exported RE folder that ranks (and weighs answers) in place of the checkpoint's.
         qrels: also write eRAG's per-document labels as TREC qrels (qid 0 docid rel) for ir-measures, ranx or
             trec_eval: rel 1 where the reader's downstream score on the document alone is at least qrels_threshold.
         qrels_threshold: see qrels (EM labels are 0 or 1 already; F1 or ROUGE labels are graded).
     """
+    remote = served_lm(llm, served)
+    if remote is not None and reader == "rag":
+        raise ValueError(
+            "a served reader gives no log-likelihoods: --reader rag fuses per-document answers by them; use --reader ralm"
+        )
     estimator, generator, llm = models_for_evaluation(checkpoint, estimator, llm)
     if ranking == "re" and estimator is None:
         raise ValueError("ranking: 're' ranks with an RE: give --estimator or --checkpoint, or --ranking retriever")
     records = list(read_fid(data_file))[:max_questions]
     with torch.no_grad():
         results, expected = rank_records(records, estimator if ranking == "re" else None, top_k)
-        lm = load_lm(llm) if llm else generator.as_lm()
+        lm = remote or (load_lm(llm) if llm else generator.as_lm())
         result = erag.compare_with_end_to_end(
             results,
             expected,
@@ -114,10 +123,11 @@ def run_erag(
             downstream_metric,
             metrics,
         )
-    result["reader"] = {
-        "name": llm or "the RE-RAG generator",
-        "parameters": sum(p.numel() for p in lm.model.parameters()),
-    }
+    result["reader"] = (
+        {"name": f"{remote.model} served at {served.base_url}", "parameters": None}
+        if remote is not None
+        else {"name": llm or "the RE-RAG generator", "parameters": sum(p.numel() for p in lm.model.parameters())}
+    )
     out = Path(output_dir)
     erag.write_report(result, out / "erag_report.json", out / "erag_scatter.png")
     if qrels is not None:
