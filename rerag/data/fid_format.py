@@ -4,7 +4,8 @@ A record is `{"id", "question", "answers": [str, ...], "ctxs": [{"id", "title", 
 "score", "has_answer"?, "gold"?}, ...]}` (`gold`: the passage holds the question's own answer span, as
 the SQuAD builder marks it; kept when present, other unknown keys are dropped). A question known
 to have no answer (SQuAD 2.0's) has `answers: []` and `"unanswerable": true`, and is read even
-where answers are required. Files are UTF-8: a JSON list of records or JSONL, one per line.
+where answers are required. Files are UTF-8: a JSON list of records or JSONL, one per line, plain or
+gzipped (`.gz`), decoded as a stream (memory holds a piece of the file and a record, not the file).
 Every problem is reported as `FiDFormatError` naming the file, the place (`line L` in JSONL;
 `record N, line L` in a JSON list, N counted from 1 and L the line where the record starts, or
 where the bad byte or broken JSON is) and the field. See `read_fid` for ids, duplicates, empty
@@ -13,10 +14,12 @@ files and what `skip_invalid` skips.
 
 from __future__ import annotations
 
+import codecs
+import gzip
 import json
 import logging
 import math
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -72,7 +75,7 @@ def decode_utf8(path: Path, data: bytes) -> str:
     # names the record and the field. Only failing files pay for this second pass.
     field = record = None
     try:
-        for place, value in _parse(path, data.decode("utf-8", errors="surrogateescape")):
+        for place, value in _parse(path, [data.decode("utf-8", errors="surrogateescape")]):
             if place.in_list or place.line == line:
                 field = _field_holding_surrogate(value)
                 if field is not None:
@@ -103,48 +106,105 @@ def _field_holding_surrogate(value: Any, field: str = "") -> str | None:
     return None
 
 
-def _parse(path: Path, text: str) -> Iterator[tuple[Place, Any]]:
-    stripped = text.lstrip()
-    if not stripped.startswith("["):
+#: Bytes read at a time: a file is decoded as a stream, never held whole.
+CHUNK_BYTES = 1 << 20
+#: The most text one record may span: a JSON list whose next value does not decode within it is an error.
+MAX_RECORD_CHARS = 64 << 20
+
+
+def _text_chunks(path: Path) -> Iterator[str]:
+    """The file's text in pieces (`.gz` decompressed), decoded as UTF-8 as it is read; a byte that is
+    not UTF-8 raises `decode_utf8`'s error, which reads the failing file whole to name the place."""
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    with (gzip.open if path.suffix == ".gz" else open)(path, "rb") as f:
+        try:
+            while data := f.read(CHUNK_BYTES):
+                yield decoder.decode(data)
+            yield decoder.decode(b"", final=True)
+        except UnicodeDecodeError:
+            f.seek(0)
+            decode_utf8(path, f.read())  # raises, naming the line, record and field
+            raise
+
+
+def _parse(path: Path, chunks: Iterable[str]) -> Iterator[tuple[Place, Any]]:
+    """(`Place`, value) of each record of a JSON list or JSONL text given in pieces, read as a
+    stream: memory holds the pieces not yet parsed, not the file. `pos` is where parsing stands in
+    `buf`; `mark` <= `pos` is the first character still needed, on line `line`."""
+    chunks = iter(chunks)
+    buf, pos, mark, line, eof = "", 0, 0, 1, False
+
+    def more() -> bool:
+        """Append the next piece, dropping what is before `mark`; False at the end of the text."""
+        nonlocal buf, pos, mark, eof
+        piece = next(chunks, None)
+        if piece is None:
+            eof = True
+            return False
+        buf, pos, mark = buf[mark:] + piece, pos - mark, 0
+        return True
+
+    def advance(to: int) -> None:
+        """Move `mark` (and `pos`) to `to`, counting the lines passed."""
+        nonlocal pos, mark, line
+        line += buf.count("\n", mark, to)
+        pos = mark = to
+
+    while not buf.strip() and more():
+        pass
+    if not buf.lstrip().startswith("["):  # JSONL: one record per line
         number = 0
-        for lineno, line in enumerate(text.splitlines(), start=1):
-            if not line.strip():
+        while pos < len(buf) or more():
+            end = buf.find("\n", pos)
+            while end < 0 and more():
+                end = buf.find("\n", pos)
+            end = len(buf) if end < 0 else end
+            text, lineno = buf[pos:end], line
+            advance(min(end + 1, len(buf)))
+            if not text.strip():
                 continue
             number += 1
             try:
-                yield Place(number, lineno), json.loads(line)
+                yield Place(number, lineno), json.loads(text)
             except json.JSONDecodeError as err:
                 raise FiDFormatError(path, lineno, None, f"not valid JSON ({err.msg})") from None
         return
     # A JSON list: decode element by element so each record keeps its number and line.
     decoder = json.JSONDecoder()
-    pos = len(text) - len(stripped) + 1
-    lineno = text.count("\n", 0, pos) + 1
-    last = pos
+    advance(len(buf) - len(buf.lstrip()) + 1)
     number = 0
     while True:
-        while pos < len(text) and text[pos] in " \t\r\n,":
-            pos += 1
-        if pos >= len(text):
-            raise FiDFormatError(path, text.count("\n") + 1, None, "JSON list is not closed")
-        if text[pos] == "]":
+        while True:
+            while pos < len(buf) and buf[pos] in " \t\r\n,":
+                pos += 1
+            if pos < len(buf) or not more():
+                break
+        if pos >= len(buf):
+            raise FiDFormatError(path, line + buf.count("\n", mark), None, "JSON list is not closed")
+        if buf[pos] == "]":
             return
-        lineno += text.count("\n", last, pos)
-        last = pos
+        advance(pos)
         number += 1
-        try:
-            value, pos = decoder.raw_decode(text, pos)
-        except json.JSONDecodeError as err:
-            raise FiDFormatError(path, err.lineno, None, f"not valid JSON ({err.msg})", record=number) from None
-        yield Place(number, lineno, in_list=True), value
+        while True:  # a record cut at the end of the pieces read so far is read on with the next
+            try:
+                value, end = decoder.raw_decode(buf, pos)
+                if end < len(buf) or eof or not more():
+                    break
+            except json.JSONDecodeError as err:
+                if eof or len(buf) - mark > MAX_RECORD_CHARS or not more():
+                    at = line + buf.count("\n", mark, err.pos)
+                    raise FiDFormatError(path, at, None, f"not valid JSON ({err.msg})", record=number) from None
+        yield Place(number, line, in_list=True), value
+        pos = end
 
 
 def iter_raw_records(path: str | Path) -> Iterator[tuple[Place, Any]]:
-    """Yield (`Place`, parsed JSON value) for each record of a JSON list or JSONL file."""
+    """Yield (`Place`, parsed JSON value) for each record of a JSON list or JSONL file (`.gz` too),
+    read as a stream."""
     path = Path(path)
     if not path.is_file():
         raise FiDFormatError(path, None, None, "file not found")
-    yield from _parse(path, decode_utf8(path, path.read_bytes()))
+    yield from _parse(path, _text_chunks(path))
 
 
 def _require(cond: bool, path, where: Place, field, problem) -> None:

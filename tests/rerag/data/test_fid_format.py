@@ -249,3 +249,57 @@ def test_a_question_marked_unanswerable_is_read_where_answers_are_required(tmp_p
         list(read_fid(write_jsonl(tmp_path / "d.jsonl", [{**GOOD, "answers": []}])))
     with pytest.raises(FiDFormatError, match="line 1: field 'unanswerable': must be true"):
         list(read_fid(write_jsonl(tmp_path / "d.jsonl", [{**GOOD, "unanswerable": True}])))
+
+
+def outcome(path):
+    """The records read_fid yields from `path`, or the error it raises."""
+    try:
+        return list(read_fid(path))
+    except FiDFormatError as err:
+        return str(err).replace(str(path), "FILE")
+
+
+STREAMED_FILES = {
+    "list.json": "[\n" + ",\n".join(json.dumps(r, indent=1) for r in numbered(GOOD, GOOD, GOOD)) + "\n]\n",
+    "one_line.json": json.dumps(numbered(GOOD, GOOD)),
+    "rows.jsonl": "\n".join(json.dumps(r) for r in numbered(GOOD, GOOD)) + "\n\n" + json.dumps({**GOOD, "id": "q3"}),
+    "broken.json": "[\n" + json.dumps(GOOD, indent=1) + ",\n" + json.dumps(GOOD, indent=1)[:-9] + "\n]\n",
+    "broken.jsonl": json.dumps(GOOD) + "\n" + json.dumps(GOOD)[:-3] + "\n",
+    "open.json": "[\n" + json.dumps(GOOD, indent=1) + ",\n",
+    "bad_field.json": "["
+    + json.dumps(numbered(GOOD, bad(question=""))[0])
+    + ",\n\n"
+    + json.dumps(bad(question=""))
+    + "]",
+}
+
+
+@pytest.mark.parametrize("name", sorted(STREAMED_FILES))
+def test_a_file_read_in_pieces_reads_as_it_does_whole(tmp_path, monkeypatch, name):
+    """Records, and errors with their lines and records, do not depend on where the pieces end
+    (every length from one byte), and a .gz file reads as the file it holds."""
+    import gzip
+
+    import rerag.data.fid_format as fid_format
+
+    path = tmp_path / name
+    path.write_text(STREAMED_FILES[name])
+    whole = outcome(path)
+    assert "line" in whole if isinstance(whole, str) else len(whole) >= 2
+    for size in (1, 2, 3, 7, 64):
+        monkeypatch.setattr(fid_format, "CHUNK_BYTES", size)
+        assert outcome(path) == whole, size
+    gz = tmp_path / f"{name}.gz"
+    gz.write_bytes(gzip.compress(STREAMED_FILES[name].encode()))
+    assert outcome(gz) == whole  # its own name in place of FILE
+
+
+def test_a_record_longer_than_the_limit_is_an_error_not_a_whole_file_read(tmp_path, monkeypatch):
+    import rerag.data.fid_format as fid_format
+
+    monkeypatch.setattr(fid_format, "CHUNK_BYTES", 16)
+    monkeypatch.setattr(fid_format, "MAX_RECORD_CHARS", 64)
+    path = tmp_path / "long.json"
+    path.write_text("[" + json.dumps({**GOOD, "question": "x" * 500}) + "]")
+    with pytest.raises(FiDFormatError, match=r"record 1, line 1: not valid JSON"):
+        list(read_fid(path))

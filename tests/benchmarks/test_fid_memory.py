@@ -1,0 +1,20 @@
+"""benchmarks/fid_memory.py: its four forms of one generated file hold the same records, and a fresh
+process reads each and reports its count and peak memory."""
+
+import importlib.util
+from pathlib import Path
+
+from rerag.data.fid_format import read_fid
+
+ROOT = Path(__file__).resolve().parents[2]
+spec = importlib.util.spec_from_file_location("fid_memory", ROOT / "benchmarks" / "fid_memory.py")
+fid_memory = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(fid_memory)
+
+
+def test_the_forms_hold_the_same_records_and_a_process_reads_them(tmp_path):
+    files = fid_memory.write_files(tmp_path, questions=5, passages=3)
+    read = [list(read_fid(path)) for path in files.values()]
+    assert len(read[0]) == 5 and all(records == read[0] for records in read)
+    records, peak = fid_memory.peak_mb(fid_memory.READ, files["JSONL.gz"], None)
+    assert records == "5" and float(peak.replace(",", "")) > 0
