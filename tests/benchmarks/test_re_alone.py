@@ -11,59 +11,17 @@ from pathlib import Path
 import lightning
 import pytest
 import torch
-import yaml
 
 import rerag
 from rerag.optimization import estimator_parameters
 from rerag.stages import JOINT, RE_ALONE
-from tests.rerag.conftest import TINY_LLAMA, chat_tokenizer_dir, tokenizer_dir, world_dir  # noqa: F401 (fixtures)
+from tests.rerag.conftest import chat_tokenizer_dir, tokenizer_dir, world_dir  # noqa: F401 (fixtures)
+from tests.rerag.helpers import write_config
 
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 spec = importlib.util.spec_from_file_location("re_alone", BENCHMARKS / "re_alone.py")
 re_alone = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(re_alone)
-
-
-def write_config(path: Path, world: Path, tokenizer: str) -> Path:
-    lora = {"r": 4, "alpha": 8, "dropout": 0.0, "target_modules": ["q_proj", "v_proj"]}
-    path.write_text(
-        yaml.safe_dump(
-            {
-                "seed_everything": 0,
-                "trainer": {
-                    "accelerator": "cpu",
-                    "logger": False,
-                    "enable_checkpointing": False,
-                    "accumulate_grad_batches": 2,
-                    "gradient_clip_val": 1.0,
-                },
-                "model": {
-                    "estimator": {"config": TINY_LLAMA},
-                    "inputs": {
-                        "re_tokenizer": tokenizer,
-                        "generator_tokenizer": tokenizer,
-                        "re_max_length": 96,
-                        "generator_max_length": 96,
-                        "max_answer_length": 8,
-                    },
-                    "assembly": {"shared_base": True, "estimator_lora": lora, "generator_lora": lora},
-                    "optimizer": {"lr": 0.01},
-                },
-                "data": {
-                    "class_path": "rerag.data.datamodule.RERAGDataModule",
-                    "init_args": {
-                        "train_file": str(world / "train.jsonl"),
-                        "val_file": str(world / "dev.jsonl"),
-                        "n_train_contexts": 4,
-                        "n_eval_contexts": 12,
-                        "batch_size": 2,
-                        "eval_batch_size": 4,
-                    },
-                },
-            }
-        )
-    )
-    return path
 
 
 def run(monkeypatch, capsys, *args: str) -> str:

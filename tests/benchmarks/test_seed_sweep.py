@@ -10,8 +10,8 @@ import pytest
 import torch
 import yaml
 
-from tests.benchmarks.test_re_alone import write_config
 from tests.rerag.conftest import chat_tokenizer_dir, tokenizer_dir, world_dir  # noqa: F401 (fixtures)
+from tests.rerag.helpers import write_config
 
 ROOT = Path(__file__).resolve().parents[2]
 spec = importlib.util.spec_from_file_location("seed_sweep", ROOT / "benchmarks" / "seed_sweep.py")
