@@ -5,23 +5,12 @@ import re
 
 import pytest
 
-from rerag.assembly import AssemblySpec
-from rerag.evaluation import EvaluationSpec
-from rerag.inputs import InputSpec
-from rerag.losses import LossSpec
 from rerag.models.loading import ModelSpec
-from rerag.optimization import OptimizerSpec
 from rerag.settings import check_settings
 from rerag.stages import JOINT, RE_ALONE
 from rerag.teacher_cache import TeacherSpec
+from tests.rerag.helpers import SPECS
 
-SPECS = {
-    "inputs": InputSpec,
-    "loss": LossSpec,
-    "optimizer": OptimizerSpec,
-    "assembly": AssemblySpec,
-    "evaluation": EvaluationSpec,
-}
 MODELS = {"estimator": ModelSpec(config={"model_type": "t5"}), "generator": None}
 
 
