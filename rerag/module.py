@@ -103,7 +103,7 @@ class RERAGModule(L.LightningModule):
     def on_fit_start(self) -> None:
         """Warn of a stage or warm-up this fit does not reach. With `model.teacher`: read the
         teacher's F_ij for every training pair the fit's epochs draw (`training_epochs`) from the
-        cache, or compute and write them first (`rerag.teacher_cache.read_or_build`)."""
+        cache, or compute and write them first, each process its share (`rerag.teacher_cache.read_or_build`)."""
         self.evaluator.generated, self.generated_at_step = {}, -1  # answers are kept within one fit only
         self.warn_of_unreached_stages()
         if self.teacher is None:
@@ -118,6 +118,7 @@ class RERAGModule(L.LightningModule):
             began_with=self.teacher_cache_key,
             batch_size=self.evaluation.score_batch_size,
             question_template=self.teacher.question_template,
+            share_timeout=self.teacher.share_timeout,
         )
 
     def frozen_teacher(self) -> tuple[Generator, dict]:

@@ -19,11 +19,16 @@ from rerag.models.loading import ModelSpec
 from rerag.models.lora import LoraSpec
 from rerag.module import RERAGModule
 from rerag.optimization import OptimizerSpec
+from rerag.stages import RE_ALONE
+from rerag.teacher_cache import TeacherSpec
 
 
-def build(world_dir, tokenizer_dir, config: dict, shared_base: bool) -> tuple[RERAGModule, RERAGDataModule]:
+def build(
+    world_dir, tokenizer_dir, config: dict, shared_base: bool, teacher: TeacherSpec | None = None
+) -> tuple[RERAGModule, RERAGDataModule]:
     """The fit's module and datamodule (with `shared_base`: one base, adapters "re" and "generator";
-    `config` a causal LM's), also what the test validates the trained weights with."""
+    `config` a causal LM's; with `teacher`, the RE alone against the frozen generator's cache), also what
+    the test validates the trained weights with."""
     lora = LoraSpec(r=2, dropout=0.0) if shared_base else None
     inputs = InputSpec(
         re_tokenizer=tokenizer_dir,
@@ -39,6 +44,7 @@ def build(world_dir, tokenizer_dir, config: dict, shared_base: bool) -> tuple[RE
         optimizer=OptimizerSpec(lr=1e-2),
         assembly=AssemblySpec(estimator_lora=lora, generator_lora=lora, shared_base=shared_base),
         evaluation=EvaluationSpec(val_top_k=3, test_top_k=3, recall_ks=[1, 5]),
+        **({"stages": RE_ALONE, "teacher": teacher} if teacher else {}),
     )
     data = RERAGDataModule(
         train_file=f"{world_dir}/train.jsonl",

@@ -231,13 +231,13 @@ def test_build_sorts_nothing_away(causal_module_kwargs):
 def test_the_cache_is_built_in_batches_of_score_batch_size_and_the_batch_does_not_change_f(
     causal_module_kwargs, causal_data_kwargs, tmp_path, monkeypatch
 ):
-    sizes = []
+    sizes, score_share = [], rerag.teacher_cache.score_share
 
-    def recording(*args, batch_size, **kwargs):
+    def recording(teacher, work, batch_size, *args):
         sizes.append(batch_size)
-        return build_teacher_scores(*args, batch_size=batch_size, **kwargs)
+        return score_share(teacher, work, batch_size, *args)
 
-    monkeypatch.setattr(rerag.teacher_cache, "build_teacher_scores", recording)
+    monkeypatch.setattr(rerag.teacher_cache, "score_share", recording)
     kwargs = changed(causal_module_kwargs, {"evaluation.score_batch_size": 3})
     module = fit(kwargs, causal_data_kwargs, tmp_path / "cache", tmp_path)
     assert sizes == [3]
