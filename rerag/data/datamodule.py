@@ -168,6 +168,10 @@ class EpochShuffleSampler(Sampler[int]):
         return iter(torch.randperm(len(self.dataset), generator=g).tolist()[self.done() :])
 
 
+#: The splits each trainer stage reads.
+STAGE_SPLITS = {"fit": ("train", "val"), "validate": ("val",), "test": ("test",), "predict": ("predict",)}
+
+
 class RERAGDataModule(L.LightningDataModule):
     def __init__(
         self,
@@ -247,19 +251,36 @@ class RERAGDataModule(L.LightningDataModule):
         self.predict_file = predict_file
         self._splits: dict[str, _Questions] = {}
 
-    def setup(self, stage: str) -> None:
-        hp, inputs = self.hparams, self.inputs
-        self.re_tok = load_tokenizer(inputs.re_tokenizer, hp.re_trust_remote_code)
-        self.gen_tok = load_tokenizer(inputs.generator_tokenizer, hp.generator_trust_remote_code)
+    def split_files(self, stage: str) -> dict[str, str]:
+        """The FiD file of each split `stage` reads ("fit": train and val, "validate", "test", "predict")."""
         stage = str(getattr(stage, "value", stage))
-        wanted = {"fit": ["train", "val"], "validate": ["val"], "test": ["test"], "predict": ["predict"]}[stage]
-        for split in wanted:
+        files = {}
+        for split in STAGE_SPLITS[stage]:
             path = getattr(self, f"{split}_file")
             if path is None:
                 if (stage, split) == ("fit", "val"):
                     continue  # fitting without validation
                 raise ValueError(f"stage '{stage}' needs data.init_args.{split}_file")
-            records = load_fid_dataset(path, require_answers=split != "predict", skip_invalid=hp.skip_invalid)
+            files[split] = path
+        return files
+
+    def _load(self, split: str, path: str):
+        return load_fid_dataset(path, require_answers=split != "predict", skip_invalid=self.hparams.skip_invalid)
+
+    def prepare_data(self) -> None:
+        """Validate the files the trainer's stage reads and write their Arrow caches, once per node:
+        Lightning calls this in each node's first process before any process's `setup`, which then
+        memory-maps the cache instead of decoding the file again in every process."""
+        if self.trainer is not None:
+            for split, path in self.split_files(self.trainer.state.fn).items():
+                self._load(split, path)
+
+    def setup(self, stage: str) -> None:
+        hp, inputs = self.hparams, self.inputs
+        self.re_tok = load_tokenizer(inputs.re_tokenizer, hp.re_trust_remote_code)
+        self.gen_tok = load_tokenizer(inputs.generator_tokenizer, hp.generator_trust_remote_code)
+        for split, path in self.split_files(stage).items():
+            records = self._load(split, path)
             if split == "train":
                 k = hp.n_train_contexts + hp.n_deep_contexts
                 for r in records.select_columns(["id", "ctxs"]):

@@ -10,7 +10,8 @@
 
 `beir_to_fid` turns a BEIR folder and any retriever's run into FiD records: each query's top k by the
 run, ids kept; `has_answer` by answer matching where the query has answers, else from the qrels
-(relevance > 0), and `gold` from the qrels. `write_trec_run` writes a ranking back out with strictly
+(relevance > 0), and `gold` from the qrels. The corpus is read line by line and only the documents
+the run names are kept, so memory grows with the run, not with the corpus. `write_trec_run` writes a ranking back out with strictly
 decreasing scores per query, so tools that break ties by document id read rerag's order.
 Bad input raises `FiDFormatError` naming the file, the line and the field; nothing is dropped.
 """
@@ -89,7 +90,10 @@ def read_qrels(path: str | Path) -> dict[str, dict[str, int]]:
     return qrels
 
 
-def _jsonl(path: Path, fields: tuple[str, ...]) -> dict[str, dict]:
+def _jsonl(path: Path, fields: tuple[str, ...], keep: set[str] | None = None) -> dict[str, dict]:
+    """The rows of a JSONL file by `_id`, each line validated as it is read; with `keep`, only the
+    rows whose `_id` it holds, so that a corpus of millions of documents is read line by line and
+    only the documents a run names stay in memory."""
     rows = {}
     if not path.is_file():
         raise FiDFormatError(path, None, None, "file not found")
@@ -104,7 +108,8 @@ def _jsonl(path: Path, fields: tuple[str, ...]) -> dict[str, dict]:
             for field in fields:
                 if not isinstance(row.get(field), str):
                     raise FiDFormatError(path, number, field, "missing or not a string")
-            rows[row["_id"]] = row
+            if keep is None or row["_id"] in keep:
+                rows[row["_id"]] = row
     return rows
 
 
@@ -113,12 +118,13 @@ def beir_to_fid(beir_dir: str | Path, run_file: str | Path, split: str = "test",
     module's docstring). Every query of the split's qrels must have run lines, and every run line a
     query and a document the folder holds."""
     beir, run_file = Path(beir_dir), Path(run_file)
-    corpus = _jsonl(beir / "corpus.jsonl", ("_id", "text"))
+    entries = list(_run_entries(run_file))
+    run = _ranking(entries)
+    # The corpus is streamed, keeping only the run's documents: memory grows with the run, not the corpus.
+    corpus = _jsonl(beir / "corpus.jsonl", ("_id", "text"), keep={docid for _, _, docid, _ in entries})
     queries = _jsonl(beir / "queries.jsonl", ("_id", "text"))
     qrels_file = beir / "qrels" / f"{split}.tsv"
     qrels = read_qrels(qrels_file)
-    entries = list(_run_entries(run_file))
-    run = _ranking(entries)
     numbers = {(qid, docid): number for number, qid, docid, _ in entries}  # for errors
     for qid, docs in run.items():
         if qid not in queries:

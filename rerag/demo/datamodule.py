@@ -31,10 +31,12 @@ class DemoDataModule(RERAGDataModule):
         self.data_dir = data_dir
 
     def prepare_data(self) -> None:
-        """Write the world unless `data_dir` holds this very one (its `world.json` says which)."""
+        """Write the world unless `data_dir` holds this very one (its `world.json` says which), then
+        validate and cache the files the stage reads (`RERAGDataModule.prepare_data`)."""
         stamp = Path(self.data_dir) / "world.json"
         wanted = json.dumps(asdict(self.world), sort_keys=True)
         present = all(Path(f).is_file() for f in (self.train_file, self.val_file, self.test_file))
         if not (present and stamp.is_file() and stamp.read_text() == wanted):
             write_world(self.data_dir, self.world)
             stamp.write_text(wanted)
+        super().prepare_data()

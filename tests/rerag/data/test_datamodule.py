@@ -211,3 +211,30 @@ def test_a_stage_without_its_data_file_names_the_config_field(data_kwargs):
     data = RERAGDataModule(**{**data_kwargs, "test_file": None})
     with pytest.raises(ValueError, match=r"stage 'test' needs data\.init_args\.test_file"):
         data.setup("test")
+
+
+def test_prepare_data_caches_the_stages_files_so_that_setup_decodes_none(data_kwargs, tmp_path, monkeypatch):
+    """Lightning calls `prepare_data` in one process per node: it validates and caches the files the
+    stage reads, and every process's `setup` reads the Arrow cache without decoding a file."""
+    import shutil
+
+    import lightning as L
+    from lightning.pytorch.trainer.states import TrainerFn
+
+    import rerag.data.dataset as dataset
+
+    for name in ("train_file", "val_file", "test_file"):  # fresh copies: nothing of them cached yet
+        shutil.copy(data_kwargs[name], tmp_path / f"{name}.jsonl")
+    data = RERAGDataModule(
+        **{**data_kwargs, **{n: str(tmp_path / f"{n}.jsonl") for n in ("train_file", "val_file", "test_file")}}
+    )
+    decoded = []
+    read_fid = dataset.read_fid
+    monkeypatch.setattr(dataset, "read_fid", lambda path, **kw: decoded.append(path) or read_fid(path, **kw))
+    data.trainer = L.Trainer(logger=False, enable_checkpointing=False)
+    data.trainer.state.fn = TrainerFn.FITTING
+    data.prepare_data()
+    assert sorted(decoded) == sorted(str(tmp_path / f"{n}.jsonl") for n in ("train_file", "val_file"))
+    decoded.clear()
+    data.setup("fit")
+    assert decoded == [] and len(data.records("train")) > 0

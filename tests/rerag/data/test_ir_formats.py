@@ -49,6 +49,28 @@ def test_a_beir_folder_and_a_run_become_the_fid_records_they_came_from(world_dir
         assert [c["has_answer"] for c in record["ctxs"]] == [c["has_answer"] for c in source]
 
 
+def test_the_corpus_is_read_line_by_line_keeping_only_the_runs_documents(world_dir, tmp_path, monkeypatch):
+    """Documents the run does not name are validated and dropped as they are read, so memory holds the
+    run's documents only; the records are those of the corpus without them."""
+    import rerag.data.ir_formats as ir_formats
+
+    write_beir(world_dir, tmp_path / "beir")
+    before = beir_to_fid(tmp_path / "beir", tmp_path / "beir" / "run.txt")
+    corpus = tmp_path / "beir" / "corpus.jsonl"
+    named = {line.split()[2] for line in (tmp_path / "beir" / "run.txt").read_text().splitlines()}
+    unnamed = [json.dumps({"_id": f"extra-{i}", "title": "", "text": "x " * 50}) + "\n" for i in range(500)]
+    corpus.write_text(corpus.read_text() + "".join(unnamed))
+    kept = []
+    read = ir_formats._jsonl
+    monkeypatch.setattr(ir_formats, "_jsonl", lambda *a, **k: kept.append(read(*a, **k)) or kept[-1])
+    assert beir_to_fid(tmp_path / "beir", tmp_path / "beir" / "run.txt") == before
+    assert set(kept[0]) == named  # the corpus, as held: the run's documents alone
+    corpus.write_text(corpus.read_text() + '{"_id": "extra-bad", "title": ""}\n')
+    lines = len(corpus.read_text().splitlines())
+    with pytest.raises(FiDFormatError, match=rf"corpus.jsonl, line {lines}: field 'text'"):
+        beir_to_fid(tmp_path / "beir", tmp_path / "beir" / "run.txt")
+
+
 def test_a_run_reranked_by_rerag_scores_in_ir_measures_as_rerag_does(world_dir, export_dir, tmp_path):
     """BEIR + run -> FiD -> `rerag rerank` -> TREC run: ir-measures' Success@k of the run against the
     qrels equals rerag's own Recall@k (a hit rate) of the RE's scores."""
