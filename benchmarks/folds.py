@@ -16,8 +16,9 @@ skipped when its output is there already (a stopped fold resumes at the step it 
 3. other_builder: `rerag test` of the same weights on the second builder's test file;
 4. zero_shot: `rerag test` of the config without training: the base with its LoRA adapters at their
    initialization (PEFT's B = 0, the base itself), the same prompts, top-k and passages;
-5. upr, dense: `rerag score-rival` on the test file's passages as the test reads them (UPR under the
-   config's base LM; all-MiniLM-L6-v2's cosine);
+5. upr, dense, re_cost: `rerag score-rival` on the test file's passages as the test reads them (UPR
+   under the config's base LM; all-MiniLM-L6-v2's cosine; the trained RE, exported, timed the same way:
+   each one's milliseconds per passage);
 6. collect: the fold's metrics, per-question results, rivals' rows and every step's wall time, into
    benchmarks/results/folds/<name>/ (committed: a fit cannot resume across machines, its checkpoint
    is not kept).
@@ -52,11 +53,12 @@ KEPT = {
     "zero_shot": ("zero_shot/test_metrics.json", "zero_shot/test_results.jsonl"),
     "upr": ("upr.jsonl", "upr.summary.json"),
     "dense": ("dense.jsonl", "dense.summary.json"),
+    "re_cost": ("re.summary.json",),
 }
 
 
 #: A fold's steps, in order (module docstring).
-STEPS = ("data", "fit", "other_builder", "zero_shot", "upr", "dense")
+STEPS = ("data", "fit", "other_builder", "zero_shot", "upr", "dense", "re_cost")
 
 
 def fold_name(title: str) -> str:
@@ -159,6 +161,10 @@ class Fold:
         self.rerag(
             "dense", *rival, "--rival", "dense", "--out", str(self.out / "dense.jsonl"), out=self.out / "dense.jsonl"
         )
+        export = self.out / "export"
+        self.rerag("re_cost", "export", "--checkpoint", str(checkpoint), "--out", str(export), out=export)
+        estimator = ["--rival", "re", "--estimator", str(export / "estimator")]
+        self.rerag("re_cost", *rival, *estimator, "--out", str(self.out / "re.jsonl"), out=self.out / "re.jsonl")
         self.collect()
 
     def collect(self) -> None:
@@ -183,6 +189,8 @@ def fold_report(folder: Path) -> dict:
     }
     report = compare({k: v for k, v in runs.items() if v.exists()}, retriever="RE-RAG", against="RE-RAG", ks=[1])
     report["fold"] = json.loads((folder / "fold.json").read_text())
+    summaries = {s: folder / f"{s}.summary.json" for s in ("re", "upr", "dense")}
+    report["cost"] = {s: json.loads(f.read_text())["ms_per_passage"] for s, f in summaries.items() if f.exists()}
     return report
 
 
@@ -203,6 +211,7 @@ def table(reports: list[dict]) -> str:
     head += [f"gold R@1 {s}" for s in systems] + ["RE - BM25 gold R@1", "RE - UPR gold R@1"]
     head += ["has_answer R@1 RE-RAG", "has_answer R@1 BM25"]
     head += ["EM / F1 RE-RAG", "EM / F1 BM25's order", "EM / F1 zero-shot", "RE-RAG - BM25's order F1", "fit s"]
+    head += ["ms per passage: RE / UPR / dense"]
     lines = ["| " + " | ".join(head).replace("retriever", "BM25") + " |", "|---" * len(head) + "|"]
     for r in reports:
         fold = r["fold"]
@@ -212,6 +221,7 @@ def table(reports: list[dict]) -> str:
         row += [cell(r, "RE-RAG", "has_answer R@1"), cell(r, "retriever", "has_answer R@1")]
         row += [f"{cell(r, s, 'EM')} / {cell(r, s, 'F1')}" for s in ("RE-RAG", "retriever", "zero-shot")]
         row += [difference(r, "retriever", "F1"), str(fold["seconds"].get("fit", ""))]
+        row += [" / ".join(str(r["cost"].get(s, "")) for s in ("re", "upr", "dense"))]
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines) + "\n"
 

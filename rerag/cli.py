@@ -367,11 +367,12 @@ def compare(
 #: "module:function", imported only when its subcommand runs (`rerag --help` imports no model library).
 def score_rival(
     *,
-    rival: Literal["upr", "dense"],
+    rival: Literal["upr", "dense", "re"],
     input: str,
     out: str,
     contexts: int = EVAL_CONTEXTS,
     model: str | None = None,
+    estimator: str | None = None,
     template: str = UPR_TEMPLATE,
     max_length: int = 512,
     batch_size: int = 16,
@@ -380,7 +381,8 @@ def score_rival(
     """Rank a FiD file's passages with a rival of the RE (UPR or a dense encoder), as result rows `rerag compare` reads.
 
     Args:
-        rival: upr (log P(question | passage) under a zero-shot LM, Sachan et al. 2022) or dense (the encoder's cosine).
+        rival: upr (log P(question | passage) under a zero-shot LM, Sachan et al. 2022), dense (the encoder's cosine)
+            or re (an exported RE's s, scored and timed as the rivals are).
         input: FiD JSON or JSONL, e.g. the test file a `rerag test` run read.
         out: the result rows (JSONL; one per question), and OUT with .summary.json: questions, passages, ms per passage.
         contexts: each question's first passages scored (a test run's data.init_args.n_eval_contexts).
@@ -390,8 +392,9 @@ def score_rival(
         max_length: UPR's prompt tokens (the passage is cut, never the instruction).
         batch_size: UPR's rows per forward pass.
         encoder: the dense rival's encoder (a sentence-transformers folder or name).
+        estimator: the RE folder written by `rerag export` (needed for re).
     """
-    from rerag.infer.rivals import dense_scorer, score_file
+    from rerag.infer.rivals import dense_scorer, estimator_scorer, score_file
 
     if rival == "upr":
         from rerag.infer.upr import UPRScorer
@@ -399,6 +402,10 @@ def score_rival(
         if model is None:
             raise ValueError("--model: UPR needs its LM (a name, folder, package:path or GGUF file)")
         scorer = UPRScorer.load(model, template=template, max_length=max_length, batch_size=batch_size).score
+    elif rival == "re":
+        if estimator is None:
+            raise ValueError("--estimator: the re rival needs an RE folder written by `rerag export`")
+        scorer = estimator_scorer(estimator)
     else:
         scorer = dense_scorer(encoder)
     summary = score_file(scorer, rival, input, out, contexts)

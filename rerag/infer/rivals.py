@@ -1,6 +1,7 @@
 """The RE's rivals on the same passages, written as result rows that `rerag compare` reads beside a
-`rerag test` run: UPR (`rerag.infer.upr`, the zero-shot question likelihood under an LM) and a dense
-bi-encoder's cosine (all-MiniLM-L6-v2 unless another encoder is named), each over the first
+`rerag test` run: UPR (`rerag.infer.upr`, the zero-shot question likelihood under an LM), a dense
+bi-encoder's cosine (all-MiniLM-L6-v2 unless another encoder is named) and, to time it the same way,
+an exported RE itself (`estimator_scorer`, as `rerag rerank` scores), each over the first
 `contexts` passages of each question of a FiD file, as `rerag test` reads them (its
 `n_eval_contexts`). The retriever's own order is the file's, which `rerag compare --retriever` adds.
 
@@ -45,6 +46,21 @@ def dense_scorer(encoder: str = DENSE_ENCODER, batch_size: int = 64) -> Scorer:
             embed([passage_text(c) for cs in contexts for c in cs]), [len(cs) for cs in contexts]
         )
         return [passages @ q[i] for i, passages in enumerate(per_question)]
+
+    return score
+
+
+def estimator_scorer(folder: str | Path, batch_size: int = 64) -> Scorer:
+    """An exported RE's log-odds s (`RelevanceEstimator.predict`: every pair of the file in
+    length-sorted batches, each passage's windows pooled where the RE was evaluated by windows), on
+    the CPU in float32, as UPR is scored."""
+    from rerag.infer.loading import load_estimator
+
+    estimator = load_estimator(folder, device="cpu")
+
+    def score(questions: Sequence[str], contexts: Sequence[Sequence[dict]]) -> list[torch.Tensor]:
+        s = estimator.predict([(q, c) for q, cs in zip(questions, contexts) for c in cs], batch_size)
+        return list(torch.split(s, [len(cs) for cs in contexts]))
 
     return score
 

@@ -56,6 +56,8 @@ def test_the_table_compares_a_folds_systems(tmp_path):
     write(tmp_path / "upr.jsonl", rows([1] * 9 + [2], [None] * n))  # ranks only
     write(tmp_path / "dense.jsonl", rows([2] * n, [None] * n))
     (tmp_path / "fold.json").write_text(json.dumps({"test_article": "Sky_(United_Kingdom)", "seconds": {"fit": 5.0}}))
+    for rival, ms in (("re", 12.5), ("upr", 88.0)):  # the dense rival's cost not measured: an empty cell
+        (tmp_path / f"{rival}.summary.json").write_text(json.dumps({"rival": rival, "ms_per_passage": ms}))
     report = folds.fold_report(tmp_path)
     assert report["systems"]["UPR"]["gold R@1"]["value"] == 0.9
     assert report["differences"]["RE-RAG - UPR"]["gold R@1"]["value"] == -0.1
@@ -63,4 +65,4 @@ def test_the_table_compares_a_folds_systems(tmp_path):
     text = folds.table([report])
     row = text.splitlines()[2]
     assert row.startswith("| Sky_(United_Kingdom) (10) | 0.800 | 0.000 | 0.900 | 0.000 | 0.000 | +0.800")
-    assert "| 0.500 / 0.500 | 0.000 / 0.500 | 0.000 / 0.000 |" in row and row.endswith("| 5.0 |")
+    assert "| 0.500 / 0.500 | 0.000 / 0.500 | 0.000 / 0.000 |" in row and row.endswith("| 5.0 | 12.5 / 88.0 /  |")

@@ -74,3 +74,16 @@ def test_dense_scores_are_cosines_of_the_encoders_embeddings(sentence_transforme
         texts = [c if isinstance(c, str) else f"{c['title']}\n{c['text']}" for c in cs]
         p = torch.nn.functional.normalize(torch.as_tensor(model.encode(texts)), dim=-1)
         assert torch.allclose(got, p @ q, atol=1e-5)
+
+
+def test_the_re_as_a_rival_scores_as_the_exported_re_does(export_dir):
+    """`score-rival --rival re`: the exported RE's own s for each passage, so its cost is timed as UPR's."""
+    from rerag.infer.rivals import estimator_scorer
+    from rerag.models.estimator import RelevanceEstimator
+
+    contexts = [[{"title": "t", "text": "anna lives here"}, {"title": "u", "text": "the guild is old"}], ["plain"]]
+    questions = ["where does anna live?", "what?"]
+    scores = estimator_scorer(str(export_dir / "estimator"))(questions, contexts)
+    estimator = RelevanceEstimator.from_pretrained(export_dir / "estimator")
+    for question, cs, got in zip(questions, contexts, scores):
+        assert torch.allclose(got, estimator.score(question, cs), atol=1e-5)
