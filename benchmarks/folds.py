@@ -90,7 +90,10 @@ class Fold:
         self.times_file = self.out / "times.json"
         self.times = json.loads(self.times_file.read_text()) if self.times_file.exists() else {}
         self.base_lm = yaml.safe_load(base_text)["model"]["estimator"]["name_or_path"]
-        self.contexts = yaml.safe_load(base_text)["data"]["init_args"]["n_eval_contexts"]
+        base_config = yaml.safe_load(base_text)
+        self.contexts = base_config["data"]["init_args"]["n_eval_contexts"]
+        limit = base_config["trainer"].get("limit_test_batches")  # the test reads its first limit x batch questions
+        self.questions = limit * base_config["data"]["init_args"]["eval_batch_size"] if isinstance(limit, int) else None
 
     def rerag(self, step: str, *args: str, out: Path | None = None) -> None:
         """Run `rerag ARGS` unless `out` exists or `--steps` leaves the step out, its log in
@@ -147,6 +150,7 @@ class Fold:
             out=self.out / "zero_shot" / "test_metrics.json",
         )
         rival = ["score-rival", "--input", str(self.data / "test.jsonl"), "--contexts", str(self.contexts)]
+        rival += ["--questions", str(self.questions)] if self.questions else []
         self.rerag(
             "upr",
             *rival,

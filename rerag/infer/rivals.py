@@ -12,6 +12,7 @@ has no answer: a rival ranks, it does not read. The summary adds the scoring cos
 
 from __future__ import annotations
 
+import itertools
 import json
 import time
 from collections.abc import Callable, Sequence
@@ -94,11 +95,13 @@ def score_file(
     input: str | Path,
     out: str | Path,
     contexts: int = EVAL_CONTEXTS,
+    questions: int | None = None,
 ) -> dict:
-    """Score the first `contexts` passages of each question of the FiD file `input` with `scorer`,
-    write the result rows to `out` (JSONL) and a summary to `out` with `.summary.json`: the rival's
-    `name`, questions, passages, seconds and milliseconds per passage."""
-    records = [{**r, "ctxs": r["ctxs"][:contexts]} for r in read_fid(input)]
+    """Score the first `contexts` passages of each question of the FiD file `input` (its first
+    `questions`; None: all) with `scorer`, write the result rows to `out` (JSONL) and a summary to
+    `out` with `.summary.json`: the rival's `name`, questions, passages, seconds and milliseconds per
+    passage."""
+    records = [{**r, "ctxs": r["ctxs"][:contexts]} for r in itertools.islice(read_fid(input), questions)]
     start = time.perf_counter()
     scores = scorer([r["question"] for r in records], [r["ctxs"] for r in records])
     seconds = time.perf_counter() - start

@@ -47,6 +47,10 @@ def test_score_file_cuts_to_the_contexts_and_compares_beside_a_run(tmp_path):
     summary = score_file(scorer, "oracle", data, tmp_path / "oracle.jsonl", contexts=3)
     assert seen == [[3] * 6] and summary["passages"] == 18 and summary["questions"] == 6
     assert json.loads((tmp_path / "oracle.summary.json").read_text())["rival"] == "oracle"
+    first = score_file(scorer, "oracle", data, tmp_path / "first.jsonl", contexts=3, questions=4)
+    assert first["questions"] == 4 and [
+        json.loads(x)["id"] for x in (tmp_path / "first.jsonl").read_text().splitlines()
+    ] == [f"q{i}" for i in range(4)]  # the file's first questions, as a test limited to its first batches reads
     # a test run's rows of the same questions that rank the gold passage second
     run = tmp_path / "run.jsonl"
     lines = []
