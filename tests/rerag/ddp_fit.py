@@ -58,14 +58,9 @@ def build(
     return module, data
 
 
-if __name__ == "__main__":
-    out_dir, world_dir, tokenizer_dir, config = sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4])
-    shared_base = sys.argv[5:] == ["shared_base"]  # one base, adapters "re" and "generator" (config: a causal LM)
-    L.seed_everything(0)
-    module, data = build(world_dir, tokenizer_dir, config, shared_base)
-    if os.environ.get("LOCAL_RANK", "0") == "0":  # Lightning re-launches this script for rank 1 with LOCAL_RANK=1
-        torch.save(module.state_dict(), f"{out_dir}/initial.pt")
-    trainer = L.Trainer(
+def ddp_trainer(out_dir: str, **overrides) -> L.Trainer:
+    """Two CPU processes under DDP for two training batches, nothing logged or saved."""
+    settings = dict(
         accelerator="cpu",
         devices=2,
         strategy="ddp",
@@ -77,6 +72,17 @@ if __name__ == "__main__":
         enable_model_summary=False,
         default_root_dir=out_dir,
     )
+    return L.Trainer(**settings | overrides)
+
+
+if __name__ == "__main__":
+    out_dir, world_dir, tokenizer_dir, config = sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4])
+    shared_base = sys.argv[5:] == ["shared_base"]  # one base, adapters "re" and "generator" (config: a causal LM)
+    L.seed_everything(0)
+    module, data = build(world_dir, tokenizer_dir, config, shared_base)
+    if os.environ.get("LOCAL_RANK", "0") == "0":  # Lightning re-launches this script for rank 1 with LOCAL_RANK=1
+        torch.save(module.state_dict(), f"{out_dir}/initial.pt")
+    trainer = ddp_trainer(out_dir)
     trainer.fit(module, datamodule=data)
     if trainer.is_global_zero:
         torch.save(module.state_dict(), f"{out_dir}/weights.pt")

@@ -7,7 +7,7 @@ import json
 import sys
 
 import lightning as L
-from ddp_fit import build  # beside this script, first on its path
+from ddp_fit import build, ddp_trainer  # beside this script, first on its path
 
 from rerag.teacher_cache import TeacherSpec
 
@@ -27,20 +27,7 @@ if __name__ == "__main__":
     L.seed_everything(0)
     module, data = build(world_dir, tokenizer_dir, json.loads(config), False, teacher=TeacherSpec(cache_dir))
     record = LossRecord()
-    trainer = L.Trainer(
-        accelerator="cpu",
-        devices=2,
-        strategy="ddp",
-        max_epochs=1,
-        limit_train_batches=2,
-        limit_val_batches=0,
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        callbacks=[record],
-        default_root_dir=out_dir,
-    )
+    trainer = ddp_trainer(out_dir, limit_val_batches=0, callbacks=[record])
     trainer.fit(module, datamodule=data)
     written = {"losses": record.losses, "key": module.teacher_cache_key, "epochs": module.training_epochs()}
     json.dump(written, open(f"{out_dir}/rank{trainer.global_rank}.json", "w"))
