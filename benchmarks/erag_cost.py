@@ -20,11 +20,14 @@ input order against length-sorted ones (`run_reader`'s order) over documents of 
 (``--varied-words``), and stopping at the reader's own EOS (no ``min_new_tokens``; `generate` stops
 a batch once all its rows have ended). A packed FiD (documents encoded in length-sorted chunks, the
 decoder attending to real tokens only) is the fair end-to-end side of the varied-length rows.
-``--in-process`` prints `rerag reproduce`'s in-process table for the same arguments.
+``--in-process`` prints `rerag reproduce`'s in-process table for the same arguments, and its verdict
+(`cost_verdict`); with ``--device cuda`` it measures on the GPU, where the runtime is judged
+(`benchmarks/gpu_check.py`'s ``erag_cost`` part runs it so).
 
     python benchmarks/erag_cost.py            # T5-small shape, 8 queries x 50 documents x 100 words
     python benchmarks/erag_cost.py --d-model 64 --layers 2 --queries 2 --docs 10   # quick look
     python benchmarks/erag_cost.py --profile --queries 4   # encoder/decoder split, batch sizes, padding, EOS
+    python benchmarks/erag_cost.py --in-process --device cuda --queries 64 --batch-queries 16 --repeats 3
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ from rerag.reproduce.erag_cost import (
     CostSetting,
     build_reader,
     cost_rows,
+    cost_verdict,
     evaluate,
     measure_cost,
     setting_label,
@@ -71,6 +75,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--max-new-tokens", type=int, default=8)
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads")
     parser.add_argument("--repeats", type=int, default=1, help="runtime: best of this many runs per cell")
+    parser.add_argument(
+        "--device", default="cpu", help="cpu, or cuda with --in-process (a fresh process per cell measures CPU RSS)"
+    )
     parser.add_argument("--profile", action="store_true", help="print `profile_table` instead of `cost_table`")
     parser.add_argument(
         "--in-process", action="store_true", help="print `rerag reproduce erag table2`'s in-process table instead"
@@ -179,13 +186,15 @@ def in_process_table(argv: list[str]) -> str:
     process, memory as live tensor bytes) for the command-line arguments `argv`, as markdown."""
     setting = cost_setting(parse_args(argv))
     cost = measure_cost(setting)
+    verdict = cost_verdict(setting, cost)
     lines = [
-        f"eRAG vs end-to-end, one process: {setting_label(setting, cost['params'])}",
+        f"eRAG vs end-to-end, one process on {cost['device']}: {setting_label(setting, cost['params'])}",
         f"memory = peak of live tensor bytes above those held before evaluating; decoder positions "
         f"{cost['decoder_positions']}",
         "",
     ]
-    return "\n".join(lines + markdown([COST_HEADER, *cost_rows(setting, cost)]))
+    ending = ["", f"Reproduced: {verdict.reproduced} ({verdict.ours}): {verdict.why}"]
+    return "\n".join(lines + markdown([COST_HEADER, *cost_rows(setting, cost)]) + ending)
 
 
 def markdown(table: list[list[str]]) -> list[str]:
@@ -505,6 +514,8 @@ def profile_table(argv: list[str]) -> str:
 
 def main(argv: list[str]) -> None:
     args = parse_args(argv)
+    if args.device != "cpu" and not (args.in_process or args.child):
+        sys.exit("--device cuda measures in one process: add --in-process")
     if args.child:  # a child process of `measure`
         child(args)
     elif args.profile:

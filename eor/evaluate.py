@@ -62,9 +62,11 @@ class EoRReport:
     mrlr_with_eor adds the key "EoR". Scores are percentages, MRLR values fractions. accuracy: the
     share answered right by the config's `correctness`. error_rates: per error type of appendix B,
     the share of the kept test questions on which each retriever's RALM makes it. Per test question,
-    for paired comparisons: test_em (each retriever's and "EoR"'s EM, 0/1) and test_correct (right by
-    `correctness`). rwr: eq. 1 between the retrievers and EoR (rows and columns in test_em's order);
-    error_rwr: per error type, eq. 1 between the retrievers (-1 where undefined); upper_bound: the
+    for paired comparisons: test_em (each retriever's and "EoR"'s EM, 0/1), test_f1 (token F1, 0-1)
+    and test_correct (right by `correctness`); train_em, the same EM on the questions the weights
+    were learned on (empty when they were loaded), for the drift from the search split to the test
+    split (the paper's Table 2). rwr: eq. 1 between the retrievers and EoR (rows and columns in
+    test_em's order); error_rwr: per error type, eq. 1 between the retrievers (-1 where undefined); upper_bound: the
     oracle's mean accuracy (%) by pool size."""
 
     retriever_em: dict[str, float]
@@ -81,6 +83,8 @@ class EoRReport:
     retriever_accuracy: dict[str, float] = field(default_factory=dict)
     eor_accuracy: float | None = None
     test_em: dict[str, list[float]] = field(default_factory=dict)
+    test_f1: dict[str, list[float]] = field(default_factory=dict)
+    train_em: dict[str, list[float]] = field(default_factory=dict)
     test_correct: dict[str, list[bool]] = field(default_factory=dict)
     rwr: list[list[float]] = field(default_factory=list)
     error_rwr: dict[str, list[list[float]]] = field(default_factory=dict)
@@ -160,7 +164,13 @@ def evaluate_eor(
         if config.save_weights:
             weights.save(config.save_weights)
 
-    chosen = Voter(metrics, weights).select(sim[torch.as_tensor(test)]).numpy()
+    voter = Voter(metrics, weights)
+    chosen = voter.select(sim[torch.as_tensor(test)]).numpy()
+    train_em = {}
+    if len(train):  # each retriever's and EoR's EM on the search split, for the train-to-test drift
+        train_chosen = voter.select(sim[torch.as_tensor(train)]).numpy()
+        train_rows = np.vstack([em[:, train], em[train_chosen, train][None]])
+        train_em = {name: row.tolist() for name, row in zip([*pool.names, "EoR"], train_rows)}
     eor_em, eor_f1 = em[chosen, test], f1[chosen, test]
     correct = right[:, test]
     with_eor = np.vstack([correct, right[chosen, test][None]])
@@ -204,6 +214,8 @@ def evaluate_eor(
         retriever_accuracy=dict(zip(pool.names, (100 * correct.mean(1)).tolist())),
         eor_accuracy=float(100 * with_eor[-1].mean()),
         test_em={name: row.tolist() for name, row in zip([*pool.names, "EoR"], np.vstack([em[:, test], eor_em[None]]))},
+        test_f1={name: row.tolist() for name, row in zip([*pool.names, "EoR"], np.vstack([f1[:, test], eor_f1[None]]))},
+        train_em=train_em,
         test_correct={name: row.tolist() for name, row in zip([*pool.names, "EoR"], with_eor)},
         rwr=rwr_matrix(with_eor).tolist(),
         error_rwr={e: np.asarray(errors.rwr[e]).tolist() for e in ERRORS},

@@ -1,8 +1,18 @@
-"""Ensemble by learning (section 4.2): Nelder-Mead over w^s and w^r maximizing training accuracy."""
+"""Ensemble by learning (section 4.2): Nelder-Mead over w^s and w^r maximizing training accuracy,
+with a tie-break toward fewer retrievers above the filter threshold t.
+
+The accuracy is piecewise constant in the weights: a retriever whose answer is never chosen leaves
+it unchanged at any weight, so Nelder-Mead alone keeps the weight it started with (0.3, above
+t = 0.1) and the learned weights cannot come out sparse as the paper's Figure 6 shows them
+("EoR can effectively filter out redundant or unreliable retrievers", section 4.4). The search
+therefore minimizes -accuracy plus a cost per retriever above t that is smaller than one training
+question (so no accuracy is ever traded for sparsity), and then drops, one at a time, each
+retriever whose exclusion costs no training question.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -58,12 +68,17 @@ def learn_weights(
     retriever_names: Sequence[str],
     config: SearchConfig = SearchConfig(),
 ) -> tuple[VoterWeights, float]:
-    """Solve max_{w^s, w^r} (1/N) sum_i g(y_{m*_i}, a_i) (section 4.2) with SciPy's Nelder-Mead.
+    """Solve max_{w^s, w^r} (1/N) sum_i g(y_{m*_i}, a_i) (section 4.2) with SciPy's Nelder-Mead,
+    ties going to fewer retrievers above t.
 
     sim: the cached similarities [Q, R, R, M] of the training questions (`similarity_tensor`);
     correct: g(y_m^i, a_i) as a boolean [R, Q] array. Every objective evaluation is a tensor
-    operation on `sim`. The first run starts at the box centre with a simplex that drops one
-    weight to 0 per vertex; `config.restarts` more runs start at random points. Returns the best
+    operation on `sim`. The objective is -accuracy + c * #{m: w^r_m > t} (none above t counts as
+    R) with c = 1 / (Q (R + 1)), so R retrievers together cost less than one question: of two
+    weightings it prefers the more accurate, and of two equally accurate ones the one that keeps
+    fewer retrievers. The first run starts at the box centre with a simplex that drops one weight
+    to 0 per vertex (so each retriever's exclusion is tried at once); `config.restarts` more runs
+    start at random points. Each run's end point is pruned (`_drop_unneeded`). Returns the best
     weights and their training accuracy.
     """
     correct = torch.as_tensor(np.asarray(correct, dtype=bool))
@@ -77,37 +92,64 @@ def learn_weights(
             f"{num_metrics} metrics and {num_retrievers} retrievers"
         )
     sim = sim.double()
-    upper = config.upper_bound
+    upper, threshold = config.upper_bound, config.threshold
+    cost_per_retriever = 1.0 / (max(sim.shape[0], 1) * (num_retrievers + 1))
 
     def accuracy(x: np.ndarray) -> float:
         x = torch.as_tensor(np.clip(x, 0.0, upper))
         return voter_accuracy(
-            sim, correct, x[:num_metrics], x[num_metrics:], config.pooling, config.threshold, config.vote_threshold
+            sim, correct, x[:num_metrics], x[num_metrics:], config.pooling, threshold, config.vote_threshold
         )
+
+    def kept(x: np.ndarray) -> int:
+        """Retrievers above t; none counts as all: then no retriever is selected and the voter
+        falls back to the highest weight (`select`), which is no sparser a choice."""
+        return int((np.clip(x[num_metrics:], 0.0, upper) > threshold).sum()) or num_retrievers
+
+    def objective(x: np.ndarray) -> float:
+        return -accuracy(x) + cost_per_retriever * kept(x)
 
     rng = np.random.default_rng(config.seed)
     dim = num_metrics + num_retrievers
     starts = [np.full(dim, upper / 2), *rng.uniform(0.0, upper, size=(config.restarts, dim))]
-    best_x, best_accuracy = None, -1.0
+    best_x, best_objective = None, np.inf
     for x0 in starts:
         simplex = np.repeat(x0[None], dim + 1, axis=0)
         for i in range(dim):  # vertex i moves weight i to the far side of the box
             simplex[i + 1, i] = 0.0 if x0[i] >= upper / 2 else upper
         result = minimize(
-            lambda x: -accuracy(x),
+            objective,
             x0,
             method="Nelder-Mead",
             bounds=[(0.0, upper)] * dim,
             options={"initial_simplex": simplex, "maxiter": config.max_iter},
         )
-        x = np.clip(result.x, 0.0, upper)
-        if -result.fun > best_accuracy:
-            best_x, best_accuracy = x, -result.fun
+        x = _drop_unneeded(np.clip(result.x, 0.0, upper), accuracy, num_metrics, threshold)
+        if objective(x) < best_objective:
+            best_x, best_objective = x, objective(x)
     weights = VoterWeights(
         metrics=dict(zip(metric_names, map(float, best_x[:num_metrics]))),
         retrievers=dict(zip(retriever_names, map(float, best_x[num_metrics:]))),
-        threshold=config.threshold,
+        threshold=threshold,
         pooling=config.pooling,
         vote_threshold=config.vote_threshold,
     )
-    return weights, float(best_accuracy)
+    return weights, accuracy(best_x)
+
+
+def _drop_unneeded(
+    x: np.ndarray, accuracy: Callable[[np.ndarray], float], num_metrics: int, threshold: float
+) -> np.ndarray:
+    """The tie-break's last step: each retriever above t, lightest first, set to 0 (excluded,
+    section 4.2) when that loses no training question; one retriever always stays. Nelder-Mead
+    stops where the accuracy is flat, often with a useless retriever still above t; this reaches
+    the sparse end of that flat region."""
+    x, best = x.copy(), accuracy(x)
+    above = [i for i in np.argsort(x[num_metrics:], kind="stable") if x[num_metrics + i] > threshold]
+    for i in above[:-1]:
+        trial = x.copy()
+        trial[num_metrics + i] = 0.0
+        trial_accuracy = accuracy(trial)
+        if trial_accuracy >= best:
+            x, best = trial, trial_accuracy
+    return x

@@ -3,7 +3,10 @@ tensor-level pieces that RE-RAG's models train with, for encoder-decoder and dec
 
 An LM turns prompts into answers and scores answers under prompts, in batches:
 - `generate(prompts, num_beams)` -> (answers, log P(answer | prompt));
-- `loglik(prompts, answers)` -> log P(answer, EOS | prompt), summed over the answer's tokens.
+- `loglik(prompts, answers)` -> log P(answer, EOS | prompt), summed over the answer's tokens;
+- `generate_fused(prompts per question, num_beams)` (an encoder-decoder only) -> one answer per
+  question read Fusion-in-Decoder style, its prompts (one per document) encoded apart and decoded
+  together (`fused_encoder_inputs`), and its log-likelihood.
 A prompt is the user's text: with a chat template (`encode_prompts`) it becomes one user message
 followed by the generation prompt. `Seq2SeqLM` wraps any `AutoModelForSeq2SeqLM`, `CausalLM` any
 `AutoModelForCausalLM`; `load_lm` picks one from a folder's config.
@@ -261,13 +264,89 @@ def generate_answers(
         **kwargs,
     )
     new = out[:, ids.shape[1] :] if causal else out[:, 1:]  # drop the prompt, or the decoder start token
-    # the answer's tokens up to and including its first EOS; the rest is padding
+    labels, texts = generated_answers(tokenizer, new, causal)
+    return texts, answer_loglik(model, input_ids, attention_mask, labels)
+
+
+def generated_answers(tokenizer, new: torch.Tensor, causal: bool) -> tuple[torch.Tensor, list[str]]:
+    """(labels, texts) of generated rows without their prompt or decoder start token: each answer's
+    tokens up to and including its first EOS, the rest -100 (padding)."""
+    pad, eos = tokenizer.pad_token_id, tokenizer.eos_token_id
     after_eos = (new == eos).long().cumsum(dim=1) - (new == eos).long() > 0
     labels = new.masked_fill(after_eos, -100)
     if not causal or pad != eos:
         labels = labels.masked_fill(new == pad, -100)
     texts = [tokenizer.decode(row[row != -100], skip_special_tokens=True).strip() for row in labels]
-    return texts, answer_loglik(model, input_ids, attention_mask, labels)
+    return labels, texts
+
+
+def fused_encoder_inputs(model: PreTrainedModel, encoded: dict[str, torch.Tensor], counts: list[int]) -> dict:
+    """Fusion-in-Decoder's inputs (Izacard & Grave 2021; the eRAG paper's LLM, §3.1): each row of
+    `encoded` (one prompt per document, right-padded; `counts[i]` rows for question i, in order)
+    through the encoder alone, then each question's real tokens (states and ids), document after
+    document, packed into one row and right-padded, so that the decoder attends to all of its
+    documents at once. Packed, no padding sits between two documents: a copy head that rewards the
+    token after the previous output (`rerag.models.pointer_t5`) would otherwise reward each
+    document's first token after a pad, the id of the decoder's start token. Returns
+    `encoder_outputs`, `attention_mask` and `input_ids` (the fused ids, which a copy head reads:
+    `source_ids`)."""
+    from transformers.modeling_outputs import BaseModelOutput
+
+    states = model.get_encoder()(**encoded).last_hidden_state  # [sum(counts), L, d]
+    real = encoded["attention_mask"].bool()
+    starts = [0, *torch.tensor(counts).cumsum(0).tolist()]
+    lengths = [int(real[start : start + count].sum()) for start, count in zip(starts, counts)]
+    fused = states.new_zeros(len(counts), max(lengths), states.shape[-1])
+    mask = encoded["attention_mask"].new_zeros(len(counts), max(lengths))
+    ids = encoded["input_ids"].new_zeros(len(counts), max(lengths))
+    for row, (start, count, length) in enumerate(zip(starts, counts, lengths)):
+        kept = real[start : start + count]  # row-major: document by document, in order
+        fused[row, :length] = states[start : start + count][kept]
+        ids[row, :length] = encoded["input_ids"][start : start + count][kept]
+        mask[row, :length] = 1
+    return {"encoder_outputs": BaseModelOutput(last_hidden_state=fused), "attention_mask": mask, "input_ids": ids}
+
+
+def copy_source(model: PreTrainedModel, input_ids: torch.Tensor) -> dict:
+    """`{"source_ids": input_ids}` for a model whose copy head reads the input ids beside given
+    encoder states (`rerag.models.pointer_t5`), else nothing (a plain model refuses the argument)."""
+    return {"source_ids": input_ids} if "source_ids" in inspect.signature(model.forward).parameters else {}
+
+
+@torch.no_grad()
+def generate_fused(
+    model: PreTrainedModel,
+    tokenizer,
+    encoded: dict[str, torch.Tensor],
+    counts: list[int],
+    max_new_tokens: int,
+    num_beams: int = 1,
+) -> tuple[list[str], torch.Tensor]:
+    """One answer per question read Fusion-in-Decoder style (`fused_encoder_inputs`; an
+    encoder-decoder only), greedy or beam search, and its teacher-forced log-likelihood under the
+    same fused states, EOS included when the model wrote one."""
+    if not model.config.is_encoder_decoder:
+        raise ValueError("Fusion-in-Decoder needs an encoder-decoder model; a decoder-only LM reads in one prompt")
+    pad, eos = tokenizer.pad_token_id, tokenizer.eos_token_id
+    inputs = fused_encoder_inputs(model, encoded, counts)
+    source = copy_source(model, inputs["input_ids"])
+    states = inputs["encoder_outputs"].last_hidden_state
+    out = model.generate(  # its own BaseModelOutput: beam search expands the one it is given in place
+        encoder_outputs=type(inputs["encoder_outputs"])(last_hidden_state=states),
+        attention_mask=inputs["attention_mask"],
+        num_beams=num_beams,
+        max_new_tokens=max_new_tokens,
+        do_sample=False,
+        pad_token_id=pad,
+        eos_token_id=eos,
+        **({"bad_words_ids": [[pad]]} if pad != eos else {}),
+        **source,
+    )
+    labels, texts = generated_answers(tokenizer, out[:, 1:], causal=False)
+    logits = model(
+        encoder_outputs=inputs["encoder_outputs"], attention_mask=inputs["attention_mask"], labels=labels, **source
+    ).logits
+    return texts, _label_loglik(logits, labels)
 
 
 #: The adapter name of "the shared base model with every adapter off" (e.g. a frozen generator).
@@ -359,6 +438,26 @@ class _HFLM:
                 enc = self.encode(chunk)
                 t, ll = generate_answers(
                     self.model, self.tokenizer, enc["input_ids"], enc["attention_mask"], self.max_new_tokens, num_beams
+                )
+                texts += t
+                loglik.append(ll.cpu())
+        return texts, torch.cat(loglik) if loglik else torch.empty(0)
+
+    @torch.no_grad()
+    def generate_fused(self, prompts: list[list[str]], num_beams: int = 1) -> tuple[list[str], torch.Tensor]:
+        """One answer per question from its prompts (one per document) read Fusion-in-Decoder style
+        (`generate_fused`), and its log-likelihood; questions batched up to `batch_size` prompts."""
+        chunks: list[list[list[str]]] = []
+        for group in prompts:  # whole questions, up to `batch_size` prompts a chunk (at least one question)
+            if not chunks or sum(map(len, chunks[-1])) + len(group) > self.batch_size:
+                chunks.append([])
+            chunks[-1].append(group)
+        texts, loglik = [], []
+        with adapter_scope(self.model, self.adapter):
+            for groups in chunks:
+                enc = self.encode([p for group in groups for p in group])
+                t, ll = generate_fused(
+                    self.model, self.tokenizer, enc, [len(g) for g in groups], self.max_new_tokens, num_beams
                 )
                 texts += t
                 loglik.append(ll.cpu())

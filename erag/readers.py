@@ -15,9 +15,8 @@ from typing import Literal
 
 import torch
 from transformers import PreTrainedModel
-from transformers.modeling_outputs import BaseModelOutput
 
-from .lm import lm_for, load_lm
+from .lm import copy_source, fused_encoder_inputs, lm_for, load_lm
 from .prompts import HF_READER_PROMPT
 
 
@@ -87,18 +86,16 @@ class HFReader:
         )
 
     def _fid_inputs(self, questions: list[str], contexts: list[list[str]]) -> dict:
-        """Encode each (question, document) prompt alone; concatenate a question's encoder states."""
+        """Encode each (question, document) prompt alone; concatenate a question's encoder states
+        (`erag.lm.fused_encoder_inputs`)."""
         counts = [max(len(docs), 1) for docs in contexts]  # an empty list gets one empty context
         prompts = [self.prompt(question, doc) for question, docs in zip(questions, contexts) for doc in (docs or [""])]
-        encoded = self._encode(prompts)
-        states = self.model.get_encoder()(**encoded).last_hidden_state  # [sum(counts), L, d]
-        length, width = states.shape[1:]
-        fused = states.new_zeros(len(questions), max(counts) * length, width)
-        mask = encoded["attention_mask"].new_zeros(len(questions), max(counts) * length)
-        for row, (start, count) in enumerate(zip([0, *torch.tensor(counts).cumsum(0).tolist()], counts)):
-            fused[row, : count * length] = states[start : start + count].reshape(-1, width)
-            mask[row, : count * length] = encoded["attention_mask"][start : start + count].reshape(-1)
-        return {"encoder_outputs": BaseModelOutput(last_hidden_state=fused), "attention_mask": mask}
+        inputs = fused_encoder_inputs(self.model, self._encode(prompts), counts)
+        return {
+            "encoder_outputs": inputs["encoder_outputs"],
+            "attention_mask": inputs["attention_mask"],
+            **copy_source(self.model, inputs["input_ids"]),
+        }
 
     @torch.no_grad()
     def __call__(self, questions: list[str], contexts: list[list[str]]) -> list[str]:

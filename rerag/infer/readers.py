@@ -9,6 +9,9 @@ picks one from a folder):
   (every candidate under every context). The weights are given (the RE's log-odds s, so
   P = P_RE of eq. 5), or come from a reranker `(question, passages) -> scores` such as
   `RelevanceEstimator.score`, or are uniform. Mode "ralm": the contexts joined into one prompt.
+  Mode "fid" (an encoder-decoder only): Fusion-in-Decoder, one prompt per context through the
+  encoder, the decoder attending to all of them at once; one answer, no weights (the eRAG paper's
+  end-to-end reader, whose per-document reading is eRAG's labeller).
 - `ParametricReader`: the LM alone, no context (the mixed strategy's fallback, Table 5).
 
 The trained RE-RAG pair as a reader: `RAGReader(generator.as_lm(), reranker=estimator.score)`.
@@ -46,7 +49,7 @@ def check_inputs(questions: list[str], contexts: list[list[Context]] | None, nee
 @dataclass
 class Answer:
     text: str
-    logprob: float  # rag: log P(y | q, C) of eq. 6; ralm and parametric: log P(y | prompt)
+    logprob: float  # rag: log P(y | q, C) of eq. 6; ralm and parametric: log P(y | prompt); fid: log P(y | fused C)
 
 
 class RAGReader:
@@ -54,7 +57,8 @@ class RAGReader:
 
     Args:
         lm: a `Seq2SeqLM` or `CausalLM`, or a served LM (`erag.served.ServedLM`, mode "ralm" only).
-        mode: "rag" (per-context generation, marginalized) or "ralm" (contexts in one prompt).
+        mode: "rag" (per-context generation, marginalized), "ralm" (contexts in one prompt) or "fid"
+            (Fusion-in-Decoder: contexts encoded apart, decoded together; an encoder-decoder LM).
         marginalization: "fast" or "thorough" (mode "rag" only).
         template: the prompt; None takes the LM's.
         num_beams: beams per generation (1 = greedy).
@@ -65,21 +69,26 @@ class RAGReader:
     def __init__(
         self,
         lm: LM,
-        mode: Literal["rag", "ralm"] = "rag",
+        mode: Literal["rag", "ralm", "fid"] = "rag",
         marginalization: Literal["fast", "thorough"] = "fast",
         template: str | None = None,
         num_beams: int = 1,
         reranker: Reranker | None = None,
         separator: str = "\n\n",
     ):
-        if mode not in ("rag", "ralm"):
-            raise ValueError(f"mode must be 'rag' or 'ralm', got {mode!r}")
+        if mode not in ("rag", "ralm", "fid"):
+            raise ValueError(f"mode must be 'rag', 'ralm' or 'fid', got {mode!r}")
         if marginalization not in ("fast", "thorough"):
             raise ValueError(f"marginalization must be 'fast' or 'thorough', got {marginalization!r}")
         if mode == "rag" and not getattr(lm, "gives_likelihoods", True):  # a served LM (`erag.served`)
             raise ValueError(
                 "a served reader gives no log-likelihoods: mode 'rag' fuses per-context answers by them "
                 "(RE-weighted marginalization, FiD-like); read with mode 'ralm' (--reader ralm) or an in-process --llm"
+            )
+        if mode == "fid" and not (hasattr(lm, "generate_fused") and lm.model.config.is_encoder_decoder):
+            raise ValueError(
+                "mode 'fid' (Fusion-in-Decoder) needs an in-process encoder-decoder LM; "
+                "a decoder-only or served LM reads the contexts in one prompt (mode 'ralm')"
             )
         self.lm, self.mode, self.marginalization = lm, mode, marginalization
         self.template = lm.template if template is None else template
@@ -103,6 +112,10 @@ class RAGReader:
         if self.mode == "ralm":
             joined = [self.separator.join(passage_text(c) for c in cs) for cs in contexts]
             texts, loglik = self.lm.generate([self.prompt(q, j) for q, j in zip(questions, joined)], self.num_beams)
+            return [Answer(t, ll.item()) for t, ll in zip(texts, loglik)]
+        if self.mode == "fid":
+            prompts = [[self.prompt(q, c) for c in cs] for q, cs in zip(questions, contexts)]
+            texts, loglik = self.lm.generate_fused(prompts, self.num_beams)
             return [Answer(t, ll.item()) for t, ll in zip(texts, loglik)]
         if weights is None:
             weights = [self._weights(q, cs) for q, cs in zip(questions, contexts)]

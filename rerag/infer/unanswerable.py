@@ -25,6 +25,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
+import numpy as np
+
 from erag.answers import exact_match, token_f1
 
 THRESHOLDS = (0.5, 0.6, 0.7, 0.8, 0.9)
@@ -39,20 +41,12 @@ class Classification:
     f1: float
 
 
-def dense_cosine_confidence(encoder, questions: Sequence[str], contexts: Sequence[Sequence[str]]) -> list[float]:
+def max_cosine(question: np.ndarray, passages: np.ndarray) -> float:
     """A retriever's set confidence as the paper takes FiD-KD's (Tables 3, 11, 12): max_j of the
-    cosine similarity between the question's and context j's embeddings, clipped to [0, 1] so that
-    the probability thresholds apply. `encoder.encode(texts)` returns L2-normalized rows (e.g.
-    `eor.encoder.Encoder`, all-MiniLM-L6-v2)."""
-    q = encoder.encode(list(questions))
-    flat = [c for cs in contexts for c in cs]
-    c = encoder.encode(flat) if flat else q[:0]
-    out, start = [], 0
-    for i, cs in enumerate(contexts):
-        cosines = c[start : start + len(cs)] @ q[i]
-        out.append(float(min(max(cosines.max(), 0.0), 1.0)) if len(cs) else 0.0)
-        start += len(cs)
-    return out
+    cosine similarity between the question's embedding and passage j's (L2-normalized rows, e.g.
+    `eor.encoder.Encoder`'s, all-MiniLM-L6-v2), clipped to [0, 1] so that the probability thresholds
+    apply; 0 for an empty set."""
+    return float(np.clip((passages @ question).max(), 0.0, 1.0)) if len(passages) else 0.0
 
 
 def classify(confidence: Sequence[float], unanswerable: Sequence[bool], threshold: float) -> Classification:

@@ -72,7 +72,7 @@ def run_erag(
     downstream_metric: str = "em",
     max_questions: int | None = None,
     output_dir: str = "outputs/erag",
-    reader: Literal["rag", "ralm"] = "rag",
+    reader: Literal["rag", "ralm", "fid"] = "rag",
     llm: str | None = None,
     served: ServedConfig = ServedConfig(),
     checkpoint: str | None = None,
@@ -91,8 +91,10 @@ def run_erag(
         max_questions: evaluate only the first N questions.
         output_dir: where erag_report.json and erag_scatter.png go.
         reader: how the generator reads a list: rag = each document alone, answers marginalized with
-            P_RE (FiD-like fusion of per-document evidence); ralm = the documents in one prompt (in-prompt
-            augmentation). eRAG's per-document labels read one document either way.
+            P_RE (so the end-to-end answer is one of the per-document answers eRAG labels);
+            ralm = the documents in one prompt (in-prompt augmentation); fid = Fusion-in-Decoder, each
+            document encoded alone and decoded together (the eRAG paper's reader; an encoder-decoder
+            only). eRAG's per-document labels read one document each way.
         llm: a Hugging Face LM (folder, name or GGUF file) that judges and reads end to end (its own
             prompt template), or an exported generator folder (`rerag:assets/reader`); default: the
             checkpoint's generator; `served`: the OpenAI-compatible endpoint of `served` (with --reader ralm).

@@ -2,11 +2,13 @@
 
 Each table's function returns, with its numbers, a `Verdict`: ours in one line and one of
 
-- yes: the paper's direction, with a paired-bootstrap 95% interval that excludes the opposite;
-- partly: the paper's direction, but the interval includes no difference;
-- no: the opposite direction, with its measured reason;
+- yes: the paired-bootstrap 95% interval excludes zero in the paper's direction (or a count shows it);
+- no: the interval excludes zero in the opposite direction (or the count fails);
+- inconclusive: the interval includes zero, whichever way the point estimate falls;
+- partly: a finding of several parts whose parts disagree, each part shown;
 - not testable here: why (what the world or the machine lacks).
 
+A reason is computed from the run's numbers (the interval, the counts behind it), never a fixed string.
 The paper's finding, in one line, is transcribed beside its numbers (`papers.yaml`, `finding`).
 REPRODUCTION.md opens with the table of all of them (`rerag.reproduce.document`).
 """
@@ -18,8 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-YES, PARTLY, NO, UNTESTABLE = "yes", "partly", "no", "not testable here"
-_STRENGTH = {YES: 3, PARTLY: 2, NO: 1, UNTESTABLE: 0}
+YES, NO, INCONCLUSIVE, PARTLY, UNTESTABLE = "yes", "no", "inconclusive", "partly", "not testable here"
 RESAMPLES, SEED = 2000, 0
 
 
@@ -76,29 +77,61 @@ def paired_difference(
     return Difference(scale * value, scale * low, scale * high)
 
 
-def by_direction(ours: str, difference: Difference, expected: int = 1, opposite_because: str = "") -> Verdict:
-    """The verdict of a difference whose sign the paper predicts (`expected` +1 or -1)."""
-    toward = expected * difference.value
-    excludes_zero = difference.low > 0 if expected > 0 else difference.high < 0
+def pooled_difference(a: Sequence[Sequence], b: Sequence[Sequence], scale: float = 1.0) -> Difference:
+    """The mean of a - b over the items of several seeds' runs (`a[s]`, `b[s]`: seed s's paired
+    per-item values), with the 95% percentile interval of the items resampled within each seed
+    (a stratified bootstrap: each resample keeps every seed's count). One seed: `paired_difference`."""
+    if len(a) != len(b) or not a:
+        raise ValueError(f"pooling needs as many seeds on both sides, at least one; got {len(a)} and {len(b)}")
+    if len(a) == 1:
+        return paired_difference(a[0], b[0], scale=scale)
+    diffs = [np.asarray(x, dtype=np.float64) - np.asarray(y, dtype=np.float64) for x, y in zip(a, b)]
+    rng = np.random.default_rng(SEED)
+    means = np.empty(RESAMPLES)
+    for i in range(RESAMPLES):
+        means[i] = np.concatenate([d[rng.integers(0, len(d), len(d))] for d in diffs]).mean()
+    low, high = np.percentile(means, [2.5, 97.5])
+    return Difference(scale * float(np.concatenate(diffs).mean()), scale * float(low), scale * float(high))
+
+
+def by_direction(ours: str, difference: Difference, expected: int = 1, because: str = "") -> Verdict:
+    """The verdict of a difference whose sign the paper predicts (`expected` +1 or -1): yes or no when
+    the interval excludes zero on one side, inconclusive when it holds zero. The reason names the
+    interval's side; `because` (a line computed from the run's numbers) is added to it."""
     line = f"{ours}: {difference}"
-    if difference.value == 0 == difference.low == difference.high:
-        return Verdict(line, NO, "no difference on any question")
-    if toward == 0:  # neither the paper's direction nor the opposite one
-        return Verdict(line, NO, "no difference: the point estimate is 0 and the interval includes both directions")
-    if toward > 0:
-        return Verdict(line, YES if excludes_zero else PARTLY, "" if excludes_zero else "the interval includes 0")
-    return Verdict(line, NO, opposite_because or "the opposite direction")
+    paper_side = "above" if expected > 0 else "below"
+    other_side = "below" if expected > 0 else "above"
+    if difference.low > 0 or difference.high < 0:
+        side = "above" if difference.low > 0 else "below"
+        reproduced = YES if side == paper_side else NO
+        why = f"the interval lies {side} 0" + ("" if reproduced == YES else ", against the paper")
+    elif difference.value == difference.low == difference.high == 0:
+        reproduced, why = INCONCLUSIVE, "no difference on any question"
+    else:
+        reproduced = INCONCLUSIVE
+        leaning = (
+            "at 0" if difference.value == 0 else f"{paper_side if expected * difference.value > 0 else other_side} 0"
+        )
+        why = f"the interval [{difference.low:+.3g}, {difference.high:+.3g}] holds 0 (the estimate {leaning})"
+    return Verdict(line, reproduced, f"{why}; {because}" if because else why)
 
 
-def weakest(*verdicts: Verdict) -> Verdict:
-    """A finding with several parts holds as far as its weakest part does; ours lists every part."""
-    worst = min(verdicts, key=lambda v: _STRENGTH[v.reproduced])
-    return Verdict("; ".join(v.ours for v in verdicts), worst.reproduced, "; ".join(v.why for v in verdicts if v.why))
+def combined(*verdicts: Verdict) -> Verdict:
+    """A finding of several parts: the parts' verdict where they agree, else partly, each part shown
+    with its own verdict and reason. Parts not testable here are left out while another part is."""
+    tested = [v for v in verdicts if v.reproduced != UNTESTABLE] or list(verdicts)
+    ours = "; ".join(v.ours for v in verdicts)
+    kinds = {v.reproduced for v in tested}
+    if len(kinds) == 1:
+        return Verdict(ours, kinds.pop(), "; ".join(v.why for v in tested if v.why))
+    parts = "; ".join(f"{v.ours.split(':', 1)[0]}: {v.reproduced} ({v.why})" for v in tested)
+    return Verdict(ours, PARTLY, parts)
 
 
-def holds(ours: str, held: bool, why_not: str) -> Verdict:
-    """A finding checked by a count or a single measurement: yes when it holds, else no and why."""
-    return Verdict(ours, YES, "") if held else Verdict(ours, NO, why_not)
+def holds(ours: str, held: bool, why: str) -> Verdict:
+    """A finding checked by a count or a single measurement: yes when it holds, else no; `why` is the
+    count or measurement that decided it, computed from the run's numbers."""
+    return Verdict(ours, YES if held else NO, why)
 
 
 def untestable(ours: str, why: str) -> Verdict:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "gpu_check.py"
-PARTS = ["kernels", "kernel_bench", "throughput", "rerank", "demo"]
+PARTS = ["kernels", "kernel_bench", "throughput", "rerank", "erag_cost", "demo"]
 # A Markdown table row holding a number (an integer or a decimal, e.g. "| 2 |" or "| 0.062 |").
 TABLE_ROW_WITH_NUMBER = re.compile(r"^\|.*\|\s*-?\d+(\.\d+)?(e[-+]\d+)?%?\s*\|", re.MULTILINE)
 
@@ -43,11 +43,16 @@ def test_dry_run_writes_every_part(tmp_path):
     for index, name in enumerate(PARTS, start=1):
         text = part_file(tmp_path, index, name)
         assert "Status: ok" in text or (name == "kernels" and not has_triton), text
-        assert "|---|" in text and TABLE_ROW_WITH_NUMBER.search(text), text
+        if name == "erag_cost":  # its cells carry units (s, MiB, x), and its verdict follows the table
+            assert "memory document-level" in text and "Reproduced: " in text, text
+        else:
+            assert "|---|" in text and TABLE_ROW_WITH_NUMBER.search(text), text
         assert text.split("\n", 1)[0] in result.stdout  # printed as well as written
     assert ("| pass |" if has_triton else "ImportError") in part_file(tmp_path, 1, "kernels")
     assert "MFU" in part_file(tmp_path, 3, "throughput")
-    demo = part_file(tmp_path, 5, "demo")
+    # on the CPU the runtime is not judged: the verdict is the memory parts'
+    assert "runtime on cpu: E2E FiD time / eRAG time" in part_file(tmp_path, 5, "erag_cost")
+    demo = part_file(tmp_path, 6, "demo")
     assert "shortened to 2 of 1200 steps" in demo and "8 min 13 s" in demo  # against the CPU run of the config
     assert (tmp_path / "demo" / "test_metrics.json").is_file()
     summary = (tmp_path / "summary.md").read_text()

@@ -42,10 +42,13 @@ def test_evaluation_learns_weights_and_reports(pool, tmp_path):
     assert all((tmp_path / "plots" / f"error_rwr_{e}.png").exists() for e in ERRORS)  # figure 4
     assert set(report.error_rates) == set(ERRORS)
     assert report.error_rates["retriever"]["ReFree"] == 100.0  # it reads nothing: every question a retriever error
+    assert {name: len(v) for name, v in report.train_em.items()} == dict.fromkeys([*report.retriever_em, "EoR"], 4)
+    assert 100 * sum(report.test_f1["EoR"]) / 4 == pytest.approx(report.eor_f1)  # per test question, for Table 4
 
     reloaded = evaluate_eor(*zip(*QUESTIONS), pool, first_word_reader, EoRConfig(weights=str(tmp_path / "w.json")))
     assert (reloaded.num_train, reloaded.num_test, reloaded.train_accuracy) == (0, 8, None)
     assert reloaded.weights == report.weights
+    assert reloaded.train_em == {}  # no search split: nothing drifts from it
 
 
 def test_evaluation_refuses_bad_inputs(pool):

@@ -17,9 +17,10 @@ def noisy_pool(num_questions=150, seed=0):
 
 # Accuracy 1.0 needs every noisy retriever at or below t: an excluded retriever still votes in the
 # others' pools (section 4.2, eq. 7), so a noisy retriever left above t wins whenever the noisy ones
-# agree on a wrong answer. The accuracy is flat around that corner of the box: the search reaches it
-# from (seeded) random restarts, not from the centre, hence more restarts than the default 8.
-SEARCH = SearchConfig(restarts=32)
+# agree on a wrong answer. The accuracy is flat around that corner of the box: the centre start's
+# simplex drops each weight to 0 but one at a time, and the search reaches the corner from the
+# default (seeded) random restarts, helped by the tie-break toward fewer retrievers.
+SEARCH = SearchConfig()
 
 
 def test_nelder_mead_selects_the_only_reliable_retriever(tmp_path):
@@ -52,3 +53,36 @@ def test_shapes_are_checked():
     _, correct, sim = noisy_pool(10)
     with pytest.raises(ValueError, match="do not match"):
         learn_weights(sim, correct[:3], ["em", "f1"], ["a", "b", "c", "d"])
+
+
+def test_a_useless_retriever_is_dropped_below_the_threshold():
+    """A hand-made sparse optimum (Figure 6's sparse weights, section 4.4): "good" is always right,
+    "echo" answers as "good" does, "mute" answers what no one else does and is never right. The
+    accuracy is 1.0 whatever mute's weight (its pooled agreement is 0, it is never chosen), so
+    only the tie-break toward fewer retrievers moves it from the start's 0.3 to below t."""
+    gold = [f"answer {i}" for i in range(40)]
+    rows = [gold, list(gold), [f"nothing {i + 1000}" for i in range(40)]]
+    correct = np.array([[a == g for a, g in zip(row, gold)] for row in rows])
+    sim = similarity_tensor(rows, [ExactMatch(), TokenF1()])
+    start = voter_accuracy(sim, torch.as_tensor(correct), torch.full((2,), 0.3), torch.full((3,), 0.3))
+    assert start == 1.0  # the centre start is already optimal: nothing but the tie-break moves mute
+
+    weights, accuracy = learn_weights(sim, correct, ["em", "f1"], ["good", "echo", "mute"])
+    assert accuracy == 1.0
+    assert weights.retrievers["mute"] <= weights.threshold
+    kept = [name for name, w in weights.retrievers.items() if w > weights.threshold]
+    assert len(kept) == 1 and kept[0] in ("good", "echo")  # echo is redundant with good: one of them suffices
+
+
+def test_sparsity_never_costs_a_training_question():
+    """The tie-break weighs less than one question: a retriever that alone is right on some
+    questions keeps its weight above t."""
+    gold = [f"answer {i}" for i in range(30)]
+    first = [g if i < 20 else f"miss {i}" for i, g in enumerate(gold)]
+    second = [g if i >= 10 else f"lost {i}" for i, g in enumerate(gold)]
+    rows = [first, second, list(first)]
+    correct = np.array([[a == g for a, g in zip(row, gold)] for row in rows])
+    sim = similarity_tensor(rows, [ExactMatch(), TokenF1()])
+    weights, accuracy = learn_weights(sim, correct, ["em", "f1"], ["first", "second", "copy"])
+    assert accuracy == voter_accuracy(sim, torch.as_tensor(correct), *weights.tensors())
+    assert accuracy >= 20 / 30

@@ -21,6 +21,7 @@ FIT_CONFIGS = [
     ["nq_t5_base.yaml"],
     ["nq_t5_base.yaml", "tqa_t5_large.yaml"],
     ["demo.yaml", "paper_reference.yaml"],
+    ["demo.yaml", "demo_anchor.yaml"],
     ["squad_smollm2_base.yaml", "squad_smollm2.yaml"],
     ["squad_smollm2_base.yaml", "squad_smollm2_teacher.yaml"],
 ]

@@ -114,7 +114,49 @@ def test_bad_inputs_are_clear_errors(seq2seq_lm):
     with pytest.raises(ValueError, match="got 1 weight lists for 2 questions"):
         reader.answer(QUESTIONS, CONTEXTS, [torch.zeros(3)])
     with pytest.raises(ValueError, match="mode"):
-        RAGReader(seq2seq_lm, mode="fid")
+        RAGReader(seq2seq_lm, mode="fusion")
+
+
+@pytest.mark.parametrize("model_type", ["t5", "pointer_t5"])
+def test_fusion_in_decoder_reads_a_list_at_once_and_one_context_as_rag_does(tokenizer_dir, tiny_t5, model_type):
+    """Mode fid (eRAG's end-to-end reader): one context is a per-document reading (eRAG's label);
+    a list is one answer from every context's encoder states, the same alone as in a batch. The
+    copy head of the demo's reader (pointer_t5) reads the fused input ids."""
+    tok = AutoTokenizer.from_pretrained(tokenizer_dir)
+    torch.manual_seed(0)
+    model = build_model(ModelSpec(config={**tiny_t5, "model_type": model_type}), tok).eval()
+    seq2seq_lm = Generator(model, tok, max_answer_length=6).as_lm(batch_size=8)  # both questions in one batch
+    fid, rag = RAGReader(seq2seq_lm, "fid"), RAGReader(seq2seq_lm, "rag")
+    single = [[c[0]] for c in CONTEXTS]
+    fused_one, rag_one = fid.answer(QUESTIONS, single), rag.answer(QUESTIONS, single)
+    assert [a.text for a in fused_one] == [a.text for a in rag_one]
+    assert [a.logprob for a in fused_one] == pytest.approx([a.logprob for a in rag_one], abs=1e-4)
+    together = fid.answer(QUESTIONS, CONTEXTS)  # 3 and 1 contexts: the second's missing slots masked
+    alone = [fid.answer([q], [c])[0] for q, c in zip(QUESTIONS, CONTEXTS)]
+    assert [a.text for a in together] == [a.text for a in alone]
+    assert [a.logprob for a in together] == pytest.approx([a.logprob for a in alone], abs=1e-4)
+    assert all(a.logprob <= 1e-6 for a in together)
+    beams = RAGReader(seq2seq_lm, "fid", num_beams=2).answer(QUESTIONS, CONTEXTS)
+    assert len(beams) == 2 and all(a.logprob <= 1e-6 for a in beams)
+
+
+def test_fused_inputs_pack_each_questions_documents_with_no_padding_between(seq2seq_lm):
+    """A copy head rewards the token after the previous output: a pad between two documents would
+    follow the decoder's start token (the pad id), so FiD packs each question's real tokens."""
+    from erag.lm import fused_encoder_inputs
+
+    enc = seq2seq_lm.encode(["Ana was born in Soltha.", "Ana.", "Bo worked as a potter."])
+    real = enc["attention_mask"].sum(dim=1).tolist()
+    fused = fused_encoder_inputs(seq2seq_lm.model, enc, [2, 1])
+    assert fused["attention_mask"].sum(dim=1).tolist() == [real[0] + real[1], real[2]]
+    first = fused["input_ids"][0, : real[0] + real[1]].tolist()
+    assert first == enc["input_ids"][0, : real[0]].tolist() + enc["input_ids"][1, : real[1]].tolist()
+    assert seq2seq_lm.tokenizer.pad_token_id not in first
+
+
+def test_fusion_in_decoder_needs_an_encoder_decoder(causal_lm):
+    with pytest.raises(ValueError, match="encoder-decoder"):
+        RAGReader(causal_lm, mode="fid")
 
 
 def test_parametric_reader_ignores_contexts(causal_lm):

@@ -5,8 +5,8 @@ from rerag.infer.unanswerable import (
     THRESHOLDS,
     accuracy_by_set,
     classify,
-    dense_cosine_confidence,
     markdown,
+    max_cosine,
     mixed_strategy,
     report,
     risk_coverage,
@@ -115,12 +115,9 @@ def test_the_mixed_strategy_takes_the_llm_answer_below_the_threshold():
 
 
 def test_the_retrievers_set_confidence_is_the_best_cosine_clipped_to_0_1():
-    vectors = {"q1": [1.0, 0.0], "q2": [0.0, 1.0], "a": [0.6, 0.8], "b": [1.0, 0.0], "c": [0.0, -1.0]}
-
-    class Encoder:
-        def encode(self, texts):
-            return np.array([vectors[t] for t in texts], dtype=np.float32)
-
-    confidence = dense_cosine_confidence(Encoder(), ["q1", "q2"], [["a", "b"], ["c"]])
-    assert confidence == pytest.approx([1.0, 0.0])  # q1: max(0.6, 1.0); q2: cosine -1 clipped to 0
-    assert dense_cosine_confidence(Encoder(), ["q2"], [["a", "b"]]) == pytest.approx([0.8])
+    q1, q2 = np.array([1.0, 0.0]), np.array([0.0, 1.0])
+    a, b, c = [0.6, 0.8], [1.0, 0.0], [0.0, -1.0]
+    assert max_cosine(q1, np.array([a, b])) == pytest.approx(1.0)  # max(0.6, 1.0)
+    assert max_cosine(q2, np.array([c])) == 0.0  # cosine -1 clipped to 0
+    assert max_cosine(q2, np.array([a, b])) == pytest.approx(0.8)
+    assert max_cosine(q1, np.zeros((0, 2))) == 0.0

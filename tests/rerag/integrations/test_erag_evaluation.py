@@ -65,11 +65,12 @@ def test_erag_callback_logs_during_fit(module_kwargs, data_kwargs, tmp_path):
     assert {"erag/P@3", "erag/MRR"} <= set(trainer.callback_metrics)
 
 
-def test_an_in_prompt_reader_changes_end_to_end_reading_not_the_document_labels(
+def test_an_in_prompt_or_fid_reader_changes_end_to_end_reading_not_the_document_labels(
     trained_checkpoint, world_dir, tmp_path, monkeypatch
 ):
-    """eRAG Figure 3's two readers: `ralm` puts the list in one prompt for the end-to-end score;
-    each document's label still comes from reading it alone."""
+    """eRAG Figure 3's two readers: `ralm` puts the list in one prompt for the end-to-end score,
+    `fid` encodes its documents apart and decodes them together (the paper's FiD); each document's
+    label still comes from reading it alone."""
     from rerag.infer.readers import RAGReader
 
     modes = []
@@ -84,8 +85,12 @@ def test_an_in_prompt_reader_changes_end_to_end_reading_not_the_document_labels(
     )
     rag = run_erag(**args, output_dir=str(tmp_path / "rag"))
     ralm = run_erag(**args, output_dir=str(tmp_path / "ralm"), reader="ralm")
-    assert rag["labelings"]["erag"]["labels"] == ralm["labelings"]["erag"]["labels"]
-    assert ("ralm", 4) in modes and ("rag", 4) in modes  # the end-to-end reading of the 4-document lists
+    fid = run_erag(**args, output_dir=str(tmp_path / "fid"), reader="fid")
+    assert (
+        rag["labelings"]["erag"]["labels"] == ralm["labelings"]["erag"]["labels"] == fid["labelings"]["erag"]["labels"]
+    )
+    # the end-to-end reading of the 4-document lists
+    assert ("ralm", 4) in modes and ("rag", 4) in modes and ("fid", 4) in modes
 
 
 class ParisLM:

@@ -100,7 +100,10 @@ def test_toy_reproduction_of_one_table_per_paper(tmp_path, monkeypatch):
     assert "**Ours** (`rerag reproduce re-rag figure2 --scale toy`" in sections["RE-RAG Figure 2"]
     for paper, tables in index.items():  # each made table says whether it reproduces its finding
         for name, entry in tables.items():
-            assert entry["verdict"]["reproduced"] in {"yes", "partly", "no", "not testable here"}, (paper, name)
+            assert entry["verdict"]["reproduced"] in {"yes", "no", "inconclusive", "partly", "not testable here"}, (
+                paper,
+                name,
+            )
             assert f"| {entry['verdict']['ours'].replace('|', '/')} |" in text.split("## Verdicts")[1]
 
     runs = {path: path.stat().st_mtime_ns for path in (out / "runs").rglob("*") if path.is_file()}
@@ -156,22 +159,3 @@ def test_a_step_on_a_checkpoint_reruns_when_its_weights_change(tmp_path):
     ckpt.write_bytes(b"weights two")
     ws.step("eor", [str(ckpt), file_digest(ckpt)], run)
     assert len(calls) == 2
-
-
-def test_erag_table2_judges_speed_and_memory_against_fid_and_says_why():
-    from rerag.reproduce.erag_tables import _cost_verdict
-
-    cost = {
-        "wall": {"e2e-concat": 188.5, "e2e-fid": 81.9, "erag": 91.0},
-        "cpu": {"e2e-concat": 370.0, "e2e-fid": 160.0, "erag": 180.0},
-        "memory_query_level": {"e2e-concat": 1644.1, "e2e-fid": 247.0, "erag": 120.0},
-        "memory_document_level": 9.0,
-        "decoder_positions": {"e2e-concat": 16, "e2e-fid": 16, "erag": 800},
-    }
-    verdict = _cost_verdict(cost)
-    assert verdict.reproduced == "no" and "0.90x" in verdict.ours and "27.44x" in verdict.ours
-    assert "800 decoder positions against FiD's 16" in verdict.why
-    faster = _cost_verdict({**cost, "wall": {**cost["wall"], "erag": 63.0}})
-    assert faster.reproduced == "yes" and not faster.why and "1.30x" in faster.ours
-    heavier = _cost_verdict({**cost, "wall": {**cost["wall"], "erag": 63.0}, "memory_document_level": 300.0})
-    assert heavier.reproduced == "no" and "per document is not below" in heavier.why
