@@ -303,3 +303,39 @@ def test_a_record_longer_than_the_limit_is_an_error_not_a_whole_file_read(tmp_pa
     path.write_text("[" + json.dumps({**GOOD, "question": "x" * 500}) + "]")
     with pytest.raises(FiDFormatError, match=r"record 1, line 1: not valid JSON"):
         list(read_fid(path))
+
+
+@pytest.mark.parametrize("suffix", [".json", ".jsonl"])
+def test_reading_a_file_takes_memory_that_does_not_grow_with_the_file(tmp_path, suffix):
+    """Python's peak allocation (tracemalloc) while streaming a file 8 times the size stays near the
+    smaller file's: records are decoded one at a time, never the whole text. A deep record's error
+    still names its line and field."""
+    import tracemalloc
+
+    def write(n: int, broken: bool = False):
+        records = [
+            {**GOOD, "id": f"q{i}", "ctxs": [{"title": "t", "text": f"passage {i} {j} " * 40} for j in range(10)]}
+            for i in range(n)
+        ]
+        if broken:
+            records[-1]["question"] = ""
+        path = tmp_path / f"{n}{'-broken' if broken else ''}{suffix}"
+        if suffix == ".json":
+            path.write_text("[\n" + ",\n".join(json.dumps(r) for r in records) + "\n]\n")
+        else:
+            write_jsonl(path, records)
+        return path
+
+    def peak(path) -> int:
+        tracemalloc.start()
+        try:
+            assert sum(1 for _ in read_fid(path)) > 0
+            return tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+
+    small, large = write(250), write(2000)
+    assert large.stat().st_size > 7 * small.stat().st_size
+    assert peak(large) < 1.5 * peak(small) < large.stat().st_size / 2
+    with pytest.raises(FiDFormatError, match=rf"{re.escape(str(tmp_path))}.*line 200\d: field 'question'"):
+        list(read_fid(write(2000, broken=True)))
