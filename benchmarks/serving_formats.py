@@ -24,10 +24,13 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import json
 import time
+import urllib.request
 from pathlib import Path
 
 import torch
+from common import vllm_server
 
 from rerag.data.fid_format import read_fid
 from rerag.models.estimator import RelevanceEstimator
@@ -66,33 +69,12 @@ def sequence_classifier(folder: Path, batch_size: int):
     return predict
 
 
-def vllm_server(python: str, folder: Path, port: int, memory_share: float, startup_s: float = 600.0):
-    """Start vLLM's server on 127.0.0.1:`port` serving `folder`; return (predict, stop). On its CPU
-    backend `--gpu-memory-utilization` (`memory_share`) is the share of the machine's memory it
-    reserves, and it refuses to start when that much is not free."""
-    import json
-    import subprocess
-    import urllib.error
-    import urllib.request
-
-    command = [python, "-m", "vllm.entrypoints.openai.api_server", "--model", str(folder), "--dtype", "float32"]
-    command += ["--chat-template", str(folder / "chat_template.jinja"), "--host", "127.0.0.1", "--port", str(port)]
-    command += ["--gpu-memory-utilization", str(memory_share), "--max-model-len", "1024"]
-    log = open(folder.parent / "vllm_server.log", "w")
-    server = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + startup_s
-    while True:
-        if server.poll() is not None:
-            raise RuntimeError(f"vLLM's server exited with {server.returncode}: see {log.name}")
-        try:
-            urllib.request.urlopen(f"{base}/health", timeout=5)
-            break
-        except (urllib.error.URLError, ConnectionError):
-            if time.monotonic() > deadline:
-                server.terminate()
-                raise TimeoutError(f"vLLM's server did not answer within {startup_s} s: see {log.name}") from None
-            time.sleep(2)
+def vllm_reranker(python: str, folder: Path, port: int, memory_share: float):
+    """vLLM's server serving the sequence classifier in `folder` (`common.vllm_server`); return
+    (predict, stop), predict scoring pairs with one `/rerank` request per question."""
+    base, stop = vllm_server(
+        python, folder, port, memory_share, ["--chat-template", str(folder / "chat_template.jinja")]
+    )
 
     def predict(pairs: list[tuple[str, str]]) -> torch.Tensor:
         out = torch.empty(len(pairs))
@@ -110,11 +92,6 @@ def vllm_server(python: str, folder: Path, port: int, memory_share: float, start
             for result in results:
                 out[rows[result["index"]]] = result["relevance_score"]
         return out
-
-    def stop() -> None:
-        server.terminate()
-        server.wait(timeout=60)
-        log.close()
 
     return predict, stop
 
@@ -165,7 +142,7 @@ def main() -> None:
     }
     stop = None
     if args.vllm_python:
-        systems["vLLM /rerank"], stop = vllm_server(
+        systems["vLLM /rerank"], stop = vllm_reranker(
             args.vllm_python, args.export / "sequence_classification", args.port, args.vllm_memory
         )
     if args.systems is not None:
