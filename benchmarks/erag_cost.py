@@ -18,8 +18,9 @@ padded), the decoder positions, and matmul FLOPs counted from those shapes (`flo
 `flops_decoder`). Its rows try eRAG's obvious speedups: smaller and larger pair batches, batches in
 input order against length-sorted ones (`run_reader`'s order) over documents of varied length
 (``--varied-words``), and stopping at the reader's own EOS (no ``min_new_tokens``; `generate` stops
-a batch once all its rows have ended). A packed FiD (documents encoded in length-sorted chunks, the
-decoder attending to real tokens only) is the fair end-to-end side of the varied-length rows.
+a batch once all its rows have ended). A packed FiD (documents encoded in length-sorted chunks; the
+decoder attends to real tokens only, as the reader's own FiD does) is the fair end-to-end side of
+the varied-length rows.
 ``--in-process`` prints `rerag reproduce`'s in-process table for the same arguments, and its verdict
 (`cost_verdict`); with ``--device cuda`` it measures on the GPU, where the runtime is judged
 (`benchmarks/gpu_check.py`'s ``erag_cost`` part runs it so).

@@ -53,7 +53,7 @@ def test_dry_run_writes_every_part(tmp_path):
     # on the CPU the runtime is not judged: the verdict is the memory parts'
     assert "runtime on cpu: E2E FiD time / eRAG time" in part_file(tmp_path, 5, "erag_cost")
     demo = part_file(tmp_path, 6, "demo")
-    assert "shortened to 2 of 1200 steps" in demo and "8 min 13 s" in demo  # against the CPU run of the config
+    assert "shortened to 2 of 1200 steps" in demo and "9 min 19 s" in demo  # against the CPU run of the config
     assert (tmp_path / "demo" / "test_metrics.json").is_file()
     summary = (tmp_path / "summary.md").read_text()
     assert summary.count("| ok |") == len(PARTS) - (not has_triton)

@@ -14,6 +14,7 @@ from tests.rerag.conftest import (  # noqa: F401 (fixtures)
 from tests.rerag.infer.test_serving import causal_export, whole_tokenizer_dir  # noqa: F401 (fixtures)
 
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+sys.path.insert(0, str(BENCHMARKS))  # as running the script does: it imports `common` beside it
 spec = importlib.util.spec_from_file_location("serving_formats", BENCHMARKS / "serving_formats.py")
 serving_formats = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(serving_formats)
